@@ -1,0 +1,90 @@
+// Probing the HIP runtime (init/fini) and describing and selecting devices.
+#include <cstdio>
+#include <new>
+
+#include "hip_internal.h"
+
+namespace afmesh::hip {
+
+int init(void **ctx) {
+    if (!ctx) return fail(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
+    *ctx = nullptr;
+    int count = 0;
+    const hipError_t err = hipGetDeviceCount(&count);
+    switch (err) {
+    case hipSuccess:
+        break;
+    case hipErrorNoDevice:  // no /dev/kfd, no GPU agent, or HIP_VISIBLE_DEVICES hides them all
+        (void)hipGetLastError();
+        return fail(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: %s", hipGetErrorName(err));
+    case hipErrorInsufficientDriver:
+        (void)hipGetLastError();
+        return fail(AFMESH_HAL_NOT_PRESENT, "no usable AMD driver: %s", hipGetErrorName(err));
+    default:
+        return fail_hip(err, "hipGetDeviceCount");
+    }
+    if (count == 0) return fail(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: hipGetDeviceCount found 0 devices");
+
+    auto *c = new (std::nothrow) Context;
+    if (c) c->devices.reset(new (std::nothrow) DeviceState[static_cast<size_t>(count)]);
+    if (!c || !c->devices) {
+        delete c;
+        return fail(AFMESH_HAL_NO_MEMORY, "init: out of memory");
+    }
+    c->device_count = count;
+    for (int device = 0; device < count; ++device) {
+        int can_wait = 0;
+        if (hipDeviceGetAttribute(&can_wait, hipDeviceAttributeCanUseStreamWaitValue, device) != hipSuccess) {
+            (void)hipGetLastError();
+            can_wait = 0;
+        }
+        c->devices[device].can_wait_on_memory = can_wait != 0;
+        if (!can_wait)
+            module::log(AFMESH_LOG_INFO,
+                        "device %d cannot wait on memory (hipStreamWaitValue): its flag waits run as host callbacks",
+                        device);
+    }
+    module::log(AFMESH_LOG_DEBUG, "%d device(s)", count);
+    *ctx = c;
+    return AFMESH_HAL_OK;
+}
+
+void fini(void *ctx) {
+    Context *c = static_cast<Context *>(ctx);
+    if (!c) return;
+    for (int device = 0; device < c->device_count; ++device) {
+        if (!c->devices[device].copy_stream) continue;
+        ScopedDevice scope;
+        if (scope.enter(device) == hipSuccess) (void)hipStreamDestroy(c->devices[device].copy_stream);
+    }
+    (void)hipGetLastError();
+    delete c;
+}
+
+int device_count(void *ctx, int *count) {
+    if (!count) return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
+    *count = context(ctx).device_count;
+    return AFMESH_HAL_OK;
+}
+
+int device_info(void *ctx, int device, afmesh_dev_info *info) {
+    if (int rc = module::check_device(device, context(ctx).device_count, "device_info")) return rc;
+    if (!info || info->struct_size < sizeof(afmesh_dev_info))
+        return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
+    hipDeviceProp_t prop{};
+    if (hipError_t err = hipGetDeviceProperties(&prop, device))
+        return fail_hip(err, "hipGetDeviceProperties(%d)", device);
+    module::copy_truncated(info->name, sizeof info->name, prop.name);
+    snprintf(info->bus_id, sizeof info->bus_id, "%04x:%02x:%02x.0", static_cast<unsigned>(prop.pciDomainID),
+             static_cast<unsigned>(prop.pciBusID), static_cast<unsigned>(prop.pciDeviceID));
+    info->total_memory = prop.totalGlobalMem;
+    return AFMESH_HAL_OK;
+}
+
+int set_device(void *ctx, int device) {
+    if (int rc = module::check_device(device, context(ctx).device_count, "set_device")) return rc;
+    if (hipError_t err = hipSetDevice(device)) return fail_hip(err, "hipSetDevice(%d)", device);
+    return AFMESH_HAL_OK;
+}
+
+}  // namespace afmesh::hip

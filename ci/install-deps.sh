@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build and the tests need (Debian 12).
+# Safe to run again: apt-get skips what is already installed.
+set -euo pipefail
+
+packages=(
+  # toolchain and test framework (most are on the image already)
+  cmake ninja-build g++ clang libclang-rt-14-dev lld libgtest-dev libgmock-dev
+  # transports: libfabric (runs for real: tcp;ofi_rxm and shm), rdma-core (compiled; no RDMA kernel here)
+  libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev
+  # device modules: Level Zero loader, ROCm HIP runtime (CUDA comes with the image at /usr/local/cuda)
+  libze-dev libze1 hipcc libamdhip64-dev
+  # integration tests: network namespaces and fault injection
+  iproute2 iptables
+)
+
+if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "ci/install-deps.sh: installed ${#packages[@]} packages"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the build and tests need, then
+# builds and runs the whole suite for every preset of the CI matrix.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ci/install-deps.sh
+ci/matrix.sh "$@"

@@ -1,0 +1,38 @@
+# Build options, warnings and sanitizers.
+
+option(AFMESH_BUILD_TESTS "Build the GoogleTest suites" ON)
+option(AFMESH_WERROR "Treat warnings as errors" ON)
+set(AFMESH_SANITIZE "" CACHE STRING "Sanitizers to build with: '', 'address,undefined' or 'thread'")
+
+add_compile_options(-Wall -Wextra)
+if(AFMESH_WERROR)
+  add_compile_options(-Werror)
+endif()
+
+if(AFMESH_SANITIZE)
+  add_compile_options(-fsanitize=${AFMESH_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${AFMESH_SANITIZE})
+endif()
+
+# afmesh_module_option(<NAME> <doc>): declares AFMESH_WITH_<NAME> = AUTO|ON|OFF.
+# The caller then calls afmesh_module_enabled(<NAME> <sdk-found> <what-is-missing> <out-var>).
+function(afmesh_module_option name doc)
+  set(AFMESH_WITH_${name} AUTO CACHE STRING "${doc}: AUTO (when its SDK is found), ON or OFF")
+  set_property(CACHE AFMESH_WITH_${name} PROPERTY STRINGS AUTO ON OFF)
+endfunction()
+
+# Decides whether a module is built: ON without its SDK is a configure error.
+function(afmesh_module_enabled name sdk_found missing out_var)
+  set(mode "${AFMESH_WITH_${name}}")
+  if(mode STREQUAL "OFF")
+    set(enabled OFF)
+  elseif(sdk_found)
+    set(enabled ON)
+  elseif(mode STREQUAL "ON")
+    message(FATAL_ERROR "AFMESH_WITH_${name}=ON but ${missing}. Install it or set AFMESH_WITH_${name}=AUTO/OFF.")
+  else()
+    set(enabled OFF)
+  endif()
+  message(STATUS "afmesh module ${name}: ${enabled} (AFMESH_WITH_${name}=${mode})")
+  set(${out_var} ${enabled} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,285 @@
+#include "config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "log.h"
+
+extern char **environ;
+
+namespace afmesh {
+namespace {
+
+// The one table. Keep it sorted by topic; `afmesh info` prints it in this order.
+constexpr VarSpec kVars[] = {
+    {"AFMESH_DEVICE", VarType::kList, "auto", nullptr, 0, 0,
+     "device module: 'auto' (cuda > hip > ze > cpu) or an ordered list such as 'cuda,cpu'"},
+    {"AFMESH_TRANSPORT", VarType::kList, "auto", nullptr, 0, 0,
+     "transport module: 'auto' (ibverbs > fabric > tcp) or an ordered list such as 'fabric,tcp'"},
+    {"AFMESH_MODULE_PATH", VarType::kString, "", nullptr, 0, 0,
+     "extra module directories, ':'-separated, searched before the built-in ones"},
+    {"AFMESH_DEVICE_ID", VarType::kInt, "0", nullptr, 0, 1 << 20,
+     "index of the accelerator this process uses (StepMesh: STEPMESH_GPU)"},
+    {"AFMESH_NET_DEVICES", VarType::kList, "", nullptr, 0, 0,
+     "NIC allow-list for RDMA transports, e.g. 'mlx5_0:1,mlx5_1:1' (empty: all active ports)"},
+    {"AFMESH_FABRIC_PROVIDER", VarType::kString, "", nullptr, 0, 0,
+     "libfabric provider, e.g. 'tcp;ofi_rxm', 'shm', 'efa' (empty: libfabric's choice)"},
+    {"AFMESH_TCP_BIND", VarType::kString, "127.0.0.1", nullptr, 0, 0,
+     "address the tcp transport listens on (IPv4 or IPv6 literal or host name)"},
+    {"AFMESH_SCHEDULER", VarType::kString, "", nullptr, 0, 0, "host:port of the scheduler"},
+    {"AFMESH_ROLE", VarType::kEnum, "", "scheduler|worker|server", 0, 0, "this process's role"},
+    {"AFMESH_NUM_WORKERS", VarType::kInt, "1", nullptr, 0, 1 << 20, "number of worker (attention) processes"},
+    {"AFMESH_NUM_SERVERS", VarType::kInt, "1", nullptr, 0, 1 << 20, "number of server (FFN) processes"},
+    {"AFMESH_RANK", VarType::kInt, "-1", nullptr, -1, 1 << 20,
+     "rank requested within the role (-1: the scheduler assigns one)"},
+    {"AFMESH_GROUP_SIZE", VarType::kInt, "1", nullptr, 1, 1 << 20,
+     "processes per host group (StepMesh DMLC_GROUP_SIZE); worker and server counts are per group"},
+    {"AFMESH_CONNECT_TIMEOUT_MS", VarType::kInt, "30000", nullptr, 1, 86400000,
+     "how long a node waits for the scheduler and all other nodes to appear"},
+    {"AFMESH_HEARTBEAT_MS", VarType::kInt, "1000", nullptr, 10, 3600000, "interval between heartbeats to the scheduler"},
+    {"AFMESH_PEER_TIMEOUT_MS", VarType::kInt, "5000", nullptr, 50, 86400000,
+     "silence after which a node is declared dead and operations involving it fail"},
+    {"AFMESH_POLL", VarType::kEnum, "adaptive", "busy|adaptive|blocking", 0, 0,
+     "completion polling: busy (spin, lowest latency), adaptive (spin briefly then sleep), blocking"},
+    {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
+     "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
+    {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,
+     "shared secret every node must present at HELLO (empty: no check)"},
+    {"AFMESH_LOG_LEVEL", VarType::kEnum, "warn", "error|warn|info|debug|trace", 0, 0, "log verbosity"},
+};
+
+struct Alias {
+    const char *alias;
+    const char *target;
+};
+
+// StepMesh / ps-lite names kept working so their launch scripts run unchanged.
+constexpr Alias kAliases[] = {
+    {"DMLC_ROLE", "AFMESH_ROLE"},
+    {"DMLC_NUM_WORKER", "AFMESH_NUM_WORKERS"},
+    {"DMLC_NUM_SERVER", "AFMESH_NUM_SERVERS"},
+    {"DMLC_NODE_RANK", "AFMESH_RANK"},
+    {"DMLC_GROUP_SIZE", "AFMESH_GROUP_SIZE"},
+    {"STEPMESH_GPU", "AFMESH_DEVICE_ID"},
+    {"STEPMESH_BACKEND", "AFMESH_DEVICE"},
+    {"STEPMESH_BAKCEND", "AFMESH_DEVICE"},  // the spelling StepMesh's code actually reads
+};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+bool parse_int(const std::string &text, int64_t *out) {
+    // strtoll skips leading blanks but stops at trailing ones: refuse both alike.
+    if (text.empty() || isspace(static_cast<unsigned char>(text[0]))) return false;
+    errno = 0;
+    char *end = nullptr;
+    long long v = strtoll(text.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    *out = v;
+    return true;
+}
+
+bool enum_contains(const char *choices, std::string_view value) {
+    std::string_view rest = choices;
+    while (!rest.empty()) {
+        size_t bar = rest.find('|');
+        if (rest.substr(0, bar) == value) return true;
+        if (bar == std::string_view::npos) break;
+        rest.remove_prefix(bar + 1);
+    }
+    return false;
+}
+
+// StepMesh's backend names are "GPU" (CUDA) and "CPU".
+std::string translate_alias_value(std::string_view alias, std::string value) {
+    if (alias == "STEPMESH_BACKEND" || alias == "STEPMESH_BAKCEND") {
+        if (strcasecmp(value.c_str(), "GPU") == 0) return "cuda";
+        std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+    }
+    return value;
+}
+
+}  // namespace
+
+std::span<const VarSpec> config_vars() { return kVars; }
+
+const VarSpec *find_var(std::string_view name) {
+    for (const VarSpec &spec : kVars)
+        if (name == spec.name) return &spec;
+    return nullptr;
+}
+
+std::string suggest_var(std::string_view unknown) {
+    const VarSpec *best = nullptr;
+    size_t best_distance = SIZE_MAX;
+    for (const VarSpec &spec : kVars) {
+        size_t d = edit_distance(unknown, spec.name);
+        if (d < best_distance) {
+            best_distance = d;
+            best = &spec;
+        }
+    }
+    // Accept a typo of up to a third of the name's length (at least 2 edits).
+    size_t limit = std::max<size_t>(2, unknown.size() / 3);
+    return best && best_distance <= limit ? best->name : "";
+}
+
+Status Config::check(const VarSpec &spec, const std::string &value) const {
+    switch (spec.type) {
+    case VarType::kInt: {
+        int64_t v = 0;
+        if (!parse_int(value, &v))
+            return {Code::kInvalidArgument, std::string(spec.name) + "='" + value + "' is not an integer"};
+        if (v < spec.min || v > spec.max)
+            return {Code::kInvalidArgument, std::string(spec.name) + "=" + value + " is outside [" +
+                                                std::to_string(spec.min) + ", " + std::to_string(spec.max) + "]"};
+        return Status::ok();
+    }
+    case VarType::kEnum:
+        if (!enum_contains(spec.choices, value))
+            return {Code::kInvalidArgument,
+                    std::string(spec.name) + "='" + value + "' is not one of " + spec.choices};
+        return Status::ok();
+    case VarType::kString:
+    case VarType::kList:
+        return Status::ok();
+    }
+    return Status::ok();
+}
+
+Status Config::set(std::string_view name, std::string value) {
+    const VarSpec *spec = find_var(name);
+    if (!spec) {
+        std::string hint = suggest_var(name);
+        return {Code::kInvalidArgument, "unknown setting " + std::string(name) +
+                                            (hint.empty() ? "" : " (did you mean " + hint + "?)")};
+    }
+    if (Status s = check(*spec, value); !s) return s;
+    values_[spec->name] = std::move(value);
+    return Status::ok();
+}
+
+void Config::apply_env_value(const std::string &name, std::string value, const std::string &origin) {
+    Status s = set(name, std::move(value));
+    if (!s) {
+        notes_.push_back(s.message() + " (from " + origin + "); using the default");
+        if (env_error_.is_ok()) env_error_ = s;
+    }
+}
+
+Config Config::from_env(char **envp) {
+    Config config;
+    std::map<std::string, std::string> env;
+    for (char **p = envp; p && *p; ++p) {
+        const char *eq = strchr(*p, '=');
+        if (eq) env.emplace(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
+    }
+    for (const auto &[name, value] : env) {
+        if (name.rfind("AFMESH_", 0) != 0) continue;
+        if (name == "AFMESH_LIBRARY") continue;  // read by the Python binding, not the library
+        if (!find_var(name)) {
+            std::string hint = suggest_var(name);
+            config.notes_.push_back("unknown variable " + name + " is ignored" +
+                                    (hint.empty() ? "" : " (did you mean " + hint + "?)"));
+            continue;
+        }
+        config.apply_env_value(name, value, name);
+    }
+    for (const Alias &alias : kAliases) {
+        auto it = env.find(alias.alias);
+        if (it == env.end()) continue;
+        std::string value = translate_alias_value(alias.alias, it->second);
+        if (env.count(alias.target)) {
+            if (config.get(alias.target) != value)
+                config.notes_.push_back(std::string(alias.alias) + "=" + it->second + " is ignored: " +
+                                        alias.target + " is set and wins");
+            continue;
+        }
+        config.notes_.push_back(std::string("using ") + alias.alias + " as " + alias.target);
+        config.apply_env_value(alias.target, value, alias.alias);
+    }
+    // ps-lite names the scheduler with two variables.
+    auto uri = env.find("DMLC_PS_ROOT_URI"), port = env.find("DMLC_PS_ROOT_PORT");
+    if (uri != env.end() && port != env.end()) {
+        // An IPv6 literal needs brackets before ":port" (unless it already has them).
+        bool bare_v6 = uri->second.find(':') != std::string::npos && uri->second[0] != '[';
+        std::string scheduler = (bare_v6 ? "[" + uri->second + "]" : uri->second) + ":" + port->second;
+        if (!env.count("AFMESH_SCHEDULER")) {
+            config.notes_.push_back("using DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT as AFMESH_SCHEDULER");
+            config.apply_env_value("AFMESH_SCHEDULER", scheduler, "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT");
+        } else if (config.get("AFMESH_SCHEDULER") != scheduler) {
+            config.notes_.push_back("DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT (" + scheduler +
+                                    ") are ignored: AFMESH_SCHEDULER is set and wins");
+        }
+    } else if ((uri != env.end()) != (port != env.end())) {
+        config.notes_.push_back("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together; ignoring the one set");
+    }
+    return config;
+}
+
+const Config &Config::process() {
+    static const Config config = [] {
+        Config c = from_env(environ);
+        afmesh_log_level level;
+        if (parse_log_level(c.get("AFMESH_LOG_LEVEL").c_str(), &level)) set_log_level(level);
+        for (const std::string &note : c.notes()) log(AFMESH_LOG_WARN, "config", "%s", note.c_str());
+        return c;
+    }();
+    return config;
+}
+
+bool Config::is_set(std::string_view name) const { return values_.find(name) != values_.end(); }
+
+std::string Config::get(std::string_view name) const {
+    if (auto it = values_.find(name); it != values_.end()) return it->second;
+    const VarSpec *spec = find_var(name);
+    return spec ? spec->default_value : "";
+}
+
+int64_t Config::get_int(std::string_view name) const {
+    int64_t v = 0;
+    parse_int(get(name), &v);
+    return v;
+}
+
+std::vector<std::string> Config::get_list(std::string_view name) const {
+    std::vector<std::string> items;
+    std::string text = get(name);
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t comma = text.find(',', start);
+        if (comma == std::string::npos) comma = text.size();
+        std::string item = text.substr(start, comma - start);
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        if (!item.empty()) items.push_back(item);
+        start = comma + 1;
+    }
+    return items;
+}
+
+const char *Config::c_str(std::string_view name) const {
+    if (auto it = values_.find(name); it != values_.end()) return it->second.c_str();
+    const VarSpec *spec = find_var(name);
+    return spec && spec->default_value[0] != '\0' ? spec->default_value : nullptr;
+}
+
+}  // namespace afmesh

@@ -1,0 +1,58 @@
+#include "control/barrier_tracker.h"
+
+#include "control/messages.h"
+
+namespace afmesh::control {
+
+BarrierTracker::BarrierTracker(int32_t num_workers, int32_t num_servers)
+    : num_workers_(num_workers), num_servers_(num_servers) {}
+
+size_t BarrierTracker::group_size(BarrierGroup group) const {
+    size_t n = 0;
+    if (group_contains(group, Role::kWorker)) n += static_cast<size_t>(num_workers_);
+    if (group_contains(group, Role::kServer)) n += static_cast<size_t>(num_servers_);
+    return n;
+}
+
+Status BarrierTracker::arrive(NodeId node, BarrierGroup group, uint64_t seq, const std::string &unavailable,
+                              std::optional<BarrierRelease> *released) {
+    released->reset();
+    uint64_t &last = last_seq_[{node, group}];
+    if (seq != last + 1) {
+        return {Code::kInvalidArgument, node_name(node) + " entered barrier " + std::to_string(seq) + " over " +
+                                            group_name(group) + " after barrier " + std::to_string(last)};
+    }
+    last = seq;
+    if (!unavailable.empty()) {
+        *released = BarrierRelease{group, seq, {node},
+                                   {Code::kPeerFailed, std::string("barrier over ") + group_name(group) +
+                                                           " cannot complete: " + unavailable}};
+        return Status::ok();
+    }
+    auto key = std::make_pair(group, seq);
+    std::set<NodeId> &arrived = pending_[key];
+    arrived.insert(node);
+    if (arrived.size() == group_size(group)) {
+        *released = BarrierRelease{group, seq, {arrived.begin(), arrived.end()}, Status::ok()};
+        pending_.erase(key);
+    }
+    return Status::ok();
+}
+
+std::vector<BarrierRelease> BarrierTracker::fail_member(NodeId node, const std::string &why) {
+    std::vector<BarrierRelease> failed;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        auto [group, seq] = it->first;
+        if (!group_contains(group, node.role)) {
+            ++it;
+            continue;
+        }
+        failed.push_back({group, seq, {it->second.begin(), it->second.end()},
+                          {Code::kPeerFailed, std::string("barrier over ") + group_name(group) +
+                                                  " cannot complete: " + why}});
+        it = pending_.erase(it);
+    }
+    return failed;
+}
+
+}  // namespace afmesh::control

@@ -1,0 +1,57 @@
+// Barrier bookkeeping for the scheduler. Each node numbers its barriers on a
+// group 1, 2, 3...; barrier n on a group completes once every member of the
+// group has entered its own barrier n there. A node that timed out waiting
+// does not retract its arrival, so barrier numbers stay aligned across nodes
+// and a late straggler still releases the barrier it was late for.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/control_client.h"
+#include "control/node_id.h"
+#include "status.h"
+
+namespace afmesh::control {
+
+/** Who to answer, and with what, when a barrier completes or fails. */
+struct BarrierRelease {
+    BarrierGroup group;
+    uint64_t seq;
+    std::vector<NodeId> nodes;
+    Status status;
+};
+
+class BarrierTracker {
+public:
+    BarrierTracker(int32_t num_workers, int32_t num_servers);
+
+    /**
+     * Records `node` entering its barrier `seq` over `group`. When
+     * `unavailable` is non-empty (a member stopped or failed), the barrier can
+     * never complete and this node is released at once with PEER_FAILED.
+     * `released` is set when the arrival completes the barrier.
+     * INVALID_ARGUMENT when `seq` is not the node's previous number plus one.
+     */
+    Status arrive(NodeId node, BarrierGroup group, uint64_t seq, const std::string &unavailable,
+                  std::optional<BarrierRelease> *released);
+    /**
+     * `node` will never enter another barrier (`why`): every pending barrier
+     * over a group it belongs to fails.
+     */
+    std::vector<BarrierRelease> fail_member(NodeId node, const std::string &why);
+
+private:
+    size_t group_size(BarrierGroup group) const;
+
+    int32_t num_workers_, num_servers_;
+    std::map<std::pair<BarrierGroup, uint64_t>, std::set<NodeId>> pending_;
+    std::map<std::pair<NodeId, BarrierGroup>, uint64_t> last_seq_;
+};
+
+}  // namespace afmesh::control

@@ -1,0 +1,441 @@
+// ControlClient: one background thread owns the scheduler connection. It reads
+// and dispatches frames, sends heartbeats and writes whatever the API calls
+// queued; the API calls only queue a message, wake it and wait on a condition
+// variable with a deadline. All socket I/O is non-blocking, so the thread is
+// never stuck and the destructor joins it promptly.
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "control/control_client.h"
+#include "control/frame_reader.h"
+#include "control/frame_writer.h"
+#include "control/messages.h"
+#include "control/options_check.h"
+#include "control/socket_util.h"
+#include "control/waker.h"
+#include "log.h"
+
+namespace afmesh {
+
+const char *role_name(Role role) {
+    switch (role) {
+    case Role::kScheduler: return "scheduler";
+    case Role::kWorker: return "worker";
+    case Role::kServer: return "server";
+    }
+    return "unknown";
+}
+
+namespace control {
+namespace {
+
+using std::chrono::milliseconds;
+
+/** First and largest pause between attempts to reach a scheduler that is not listening yet. */
+constexpr auto kFirstRetry = milliseconds(20);
+constexpr auto kMaxRetry = milliseconds(1000);
+
+std::string ms_text(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+
+class ClientImpl final : public ControlClient {
+public:
+    ClientImpl(const ControlOptions &options, const Hello &hello, PeerDownCallback on_peer_down)
+        : options_(options), hello_(hello), on_peer_down_(std::move(on_peer_down)) {}
+
+    ~ClientImpl() override {
+        {
+            std::lock_guard lock(mu_);
+            exit_requested_ = true;
+        }
+        waker_.wake();
+        if (io_.joinable()) io_.join();
+    }
+
+    /** Reaches the scheduler, sends HELLO and waits for the roster; called once, by connect(). */
+    Status join();
+
+    const Roster &roster() const override { return roster_; }
+    int32_t rank() const override { return rank_; }
+    Status barrier(BarrierGroup group, milliseconds timeout) override;
+    Status stop(milliseconds timeout) override;
+
+private:
+    enum class Phase {
+        kJoining,   // HELLO sent, no roster yet
+        kMember,    // roster received
+        kFinished,  // STOP_DONE received
+        kLost,      // refused, evicted, or the scheduler is gone
+    };
+    struct BarrierState {
+        uint64_t sent = 0;  // number of the last barrier entered
+        uint64_t done = 0;  // number of the last barrier released
+        Status status;      // the release of `done`
+        bool busy = false;  // a thread is waiting in barrier() on this group
+    };
+
+    Status reach_scheduler(Clock::time_point deadline);
+    void io_loop();
+    /** One round: write what is queued, wait for input or a timer, handle both. False once the connection is over. */
+    bool serve_once(Clock::time_point *last_heard, Clock::time_point *next_heartbeat);
+    /** Reads and dispatches what arrived; false when the connection is over. */
+    bool receive(Clock::time_point now, Clock::time_point *last_heard);
+    /** Applies one frame; false when it ends the connection. PEER_DOWN notices go to `downs`. */
+    bool dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs);
+    /** The connection ended unexpectedly: fail the waiters and, once a member, tell the user. */
+    void lose(Status why);
+    /** Queues a message for the I/O thread; mu_ must be held. */
+    template <class Message>
+    void post_locked(const Message &message) {
+        queue_message(writer_, message);
+        waker_.wake();
+    }
+    /** Why barrier()/stop() cannot run now, or OK; mu_ must be held. */
+    Status usable_locked(const char *call) const;
+    std::string join_timeout_text(milliseconds waited) const;
+
+    const ControlOptions options_;
+    const Hello hello_;
+    const PeerDownCallback on_peer_down_;
+    UniqueFd fd_;
+    Waker waker_;
+    FrameReader reader_;  // I/O thread only
+    std::thread io_;
+
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    // Guarded by mu_:
+    FrameWriter writer_;
+    bool exit_requested_ = false;
+    Phase phase_ = Phase::kJoining;
+    Status lost_;  // why, in kLost
+    std::optional<ProgressMsg> join_progress_, stop_progress_;
+    std::array<BarrierState, 3> barriers_;  // indexed by BarrierGroup - 1
+    bool stop_sent_ = false;
+    Status stop_result_;  // in kFinished
+    // Written by the I/O thread before join() returns, read-only afterwards:
+    Roster roster_;
+    int32_t rank_ = -1;
+};
+
+Status ClientImpl::reach_scheduler(Clock::time_point deadline) {
+    // The scheduler may still be starting: retry with backoff until the deadline.
+    auto pause = kFirstRetry;
+    for (;;) {
+        Status s = connect_tcp(options_.scheduler, deadline, &fd_);
+        if (s) return s;
+        if (Clock::now() + pause >= deadline) {
+            return {Code::kTimeout, "could not reach the scheduler at " + options_.scheduler + " within " +
+                                        ms_text(options_.connect_timeout) + ": " + s.message()};
+        }
+        AFMESH_LOG(AFMESH_LOG_DEBUG, "control: scheduler not reachable yet (%s); retrying", s.message().c_str());
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, kMaxRetry);
+    }
+}
+
+Status ClientImpl::join() {
+    auto start = Clock::now();
+    auto deadline = start + options_.connect_timeout;
+    if (Status s = waker_.open(); !s) return s;
+    if (Status s = reach_scheduler(deadline); !s) return s;
+
+    HelloMsg hello{hello_,
+                   options_.num_workers,
+                   options_.num_servers,
+                   static_cast<uint32_t>(options_.heartbeat_interval.count()),
+                   static_cast<uint32_t>(options_.heartbeat_timeout.count()),
+                   options_.auth_token};
+    std::unique_lock lock(mu_);
+    queue_message(writer_, hello);
+    io_ = std::thread([this] { io_loop(); });
+    if (!cv_.wait_until(lock, deadline, [&] { return phase_ != Phase::kJoining; })) {
+        return {Code::kTimeout,
+                join_timeout_text(std::chrono::duration_cast<milliseconds>(Clock::now() - start))};
+    }
+    if (phase_ == Phase::kLost) return lost_;
+    AFMESH_LOG(AFMESH_LOG_INFO, "control: joined as %s %d of %zu worker(s) and %zu server(s)", role_name(hello_.role),
+               rank_, roster_.workers.size(), roster_.servers.size());
+    return Status::ok();
+}
+
+std::string ClientImpl::join_timeout_text(milliseconds waited) const {
+    std::string text = "no roster from the scheduler at " + options_.scheduler + " after " + ms_text(waited);
+    if (!join_progress_) return text + ": the scheduler never answered";
+    return text + ": it was still waiting for " + std::to_string(join_progress_->workers_missing) + " of " +
+           std::to_string(options_.num_workers) + " worker(s) and " + std::to_string(join_progress_->servers_missing) +
+           " of " + std::to_string(options_.num_servers) + " server(s)";
+}
+
+void ClientImpl::io_loop() {
+    Clock::time_point last_heard = Clock::now();
+    Clock::time_point next_heartbeat = last_heard + options_.heartbeat_interval;
+    while (serve_once(&last_heard, &next_heartbeat)) {
+    }
+    // Closing promptly tells the scheduler this node is done (after STOP_DONE) or gone.
+    fd_.reset();
+}
+
+bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *next_heartbeat) {
+    Status flushed;
+    bool want_write;
+    {
+        std::lock_guard lock(mu_);
+        if (exit_requested_ || phase_ == Phase::kFinished || phase_ == Phase::kLost) return false;
+        flushed = writer_.flush(fd_.get());
+        want_write = !writer_.empty();
+    }
+    if (!flushed) {
+        lose({Code::kPeerFailed, "lost the connection to the scheduler at " + options_.scheduler + ": " +
+                                     flushed.message()});
+        return false;
+    }
+    pollfd fds[2] = {{fd_.get(), static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0},
+                     {waker_.fd(), POLLIN, 0}};
+    Clock::time_point silence_deadline = *last_heard + options_.heartbeat_timeout;
+    if (poll(fds, 2, poll_timeout_ms(std::min(*next_heartbeat, silence_deadline))) < 0 && errno != EINTR) {
+        lose({Code::kError, "poll: " + errno_text(errno)});
+        return false;
+    }
+    Clock::time_point now = Clock::now();
+    if (fds[1].revents) waker_.drain();
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !receive(now, last_heard)) return false;
+    if (now >= *last_heard + options_.heartbeat_timeout) {
+        lose({Code::kPeerFailed, "no heartbeat from the scheduler at " + options_.scheduler + " for " +
+                                     ms_text(std::chrono::duration_cast<milliseconds>(now - *last_heard))});
+        return false;
+    }
+    if (now >= *next_heartbeat) {
+        std::lock_guard lock(mu_);
+        queue_message(writer_, HeartbeatMsg{});
+        *next_heartbeat = now + options_.heartbeat_interval;
+    }
+    return true;
+}
+
+bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
+    Status read = reader_.fill(fd_.get());
+    std::vector<PeerDownMsg> downs;
+    bool open = true;
+    for (;;) {
+        std::optional<Frame> frame;
+        if (Status s = reader_.next(&frame); !s) {
+            Code code = s.code() == Code::kUnsupportedVersion ? s.code() : Code::kPeerFailed;
+            lose({code, "bad frame from the scheduler at " + options_.scheduler + ": " + s.message()});
+            open = false;
+            break;
+        }
+        if (!frame) break;
+        *last_heard = now;
+        if (!dispatch(*frame, &downs)) {
+            open = false;
+            break;
+        }
+    }
+    if (on_peer_down_) {
+        for (const PeerDownMsg &down : downs) on_peer_down_(down.role, down.rank, down.reason);
+    }
+    if (open && !read) {
+        lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " went away: " + read.message()});
+        open = false;
+    }
+    return open;
+}
+
+bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
+    auto malformed = [&](const Status &s) {
+        lose({Code::kPeerFailed, "bad " + std::string(message_type_name(frame.type)) + " from the scheduler at " +
+                                     options_.scheduler + ": " + s.message()});
+        return false;
+    };
+    switch (frame.type) {
+    case MessageType::kHeartbeat: {
+        HeartbeatMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        return true;
+    }
+    case MessageType::kProgress: {
+        ProgressMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        std::lock_guard lock(mu_);
+        (m.phase == ProgressPhase::kJoin ? join_progress_ : stop_progress_) = std::move(m);
+        return true;
+    }
+    case MessageType::kRoster: {
+        RosterMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        const auto &mine = hello_.role == Role::kWorker ? m.roster.workers : m.roster.servers;
+        if (static_cast<int32_t>(m.roster.workers.size()) != options_.num_workers ||
+            static_cast<int32_t>(m.roster.servers.size()) != options_.num_servers || m.your_rank < 0 ||
+            m.your_rank >= static_cast<int32_t>(mine.size()) ||
+            (hello_.requested_rank >= 0 && m.your_rank != hello_.requested_rank)) {
+            return malformed({Code::kInvalidArgument, "it does not match this node's topology or requested rank"});
+        }
+        {
+            std::lock_guard lock(mu_);
+            if (phase_ != Phase::kJoining) return malformed({Code::kInvalidArgument, "a second roster"});
+            roster_ = std::move(m.roster);
+            rank_ = m.your_rank;
+            phase_ = Phase::kMember;
+        }
+        cv_.notify_all();
+        return true;
+    }
+    case MessageType::kError: {
+        ErrorMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        bool joining;
+        {
+            std::lock_guard lock(mu_);
+            joining = phase_ == Phase::kJoining;
+        }
+        lose({m.status.code(), "the scheduler at " + options_.scheduler + (joining ? " refused" : " evicted") +
+                                   " this node: " + m.status.message()});
+        return false;
+    }
+    case MessageType::kBarrierDone: {
+        BarrierDoneMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        {
+            std::lock_guard lock(mu_);
+            BarrierState &b = barriers_[static_cast<size_t>(m.group) - 1];
+            if (m.seq > b.sent) return malformed({Code::kInvalidArgument, "release of a barrier never entered"});
+            // A late release of a barrier this node gave up on is old news.
+            if (m.seq > b.done) {
+                b.done = m.seq;
+                b.status = std::move(m.status);
+            }
+        }
+        cv_.notify_all();
+        return true;
+    }
+    case MessageType::kPeerDown: {
+        PeerDownMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        AFMESH_LOG(AFMESH_LOG_WARN, "control: %s %d is down: %s", role_name(m.role), m.rank, m.reason.c_str());
+        downs->push_back(std::move(m));
+        return true;
+    }
+    case MessageType::kStopDone: {
+        StopDoneMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        {
+            std::lock_guard lock(mu_);
+            if (!stop_sent_) return malformed({Code::kInvalidArgument, "STOP_DONE before this node stopped"});
+            stop_result_ = std::move(m.status);
+            phase_ = Phase::kFinished;
+        }
+        cv_.notify_all();
+        return false;
+    }
+    case MessageType::kHello:
+    case MessageType::kBarrier:
+    case MessageType::kStop: break;
+    }
+    return malformed({Code::kInvalidArgument, "a message type (" +
+                                                  std::to_string(static_cast<unsigned>(frame.type)) +
+                                                  ") the scheduler never sends"});
+}
+
+void ClientImpl::lose(Status why) {
+    bool tell_user;
+    {
+        std::lock_guard lock(mu_);
+        if (exit_requested_ || phase_ == Phase::kFinished || phase_ == Phase::kLost) return;
+        tell_user = phase_ == Phase::kMember;
+        phase_ = Phase::kLost;
+        lost_ = why;
+    }
+    cv_.notify_all();
+    if (tell_user) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "control: lost the scheduler: %s", why.message().c_str());
+        if (on_peer_down_) on_peer_down_(Role::kScheduler, 0, why.message());
+    }
+}
+
+Status ClientImpl::usable_locked(const char *call) const {
+    if (phase_ == Phase::kLost) return {Code::kPeerFailed, std::string(call) + ": " + lost_.message()};
+    if (stop_sent_) return {Code::kInvalidArgument, std::string(call) + " after stop()"};
+    return Status::ok();
+}
+
+Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
+    if (group != BarrierGroup::kWorkers && group != BarrierGroup::kServers && group != BarrierGroup::kAll) {
+        return {Code::kInvalidArgument, "barrier: unknown group " + std::to_string(static_cast<int>(group))};
+    }
+    if (!group_contains(group, hello_.role)) {
+        return {Code::kInvalidArgument, std::string("barrier: a ") + role_name(hello_.role) +
+                                            " is not part of the barrier group '" + group_name(group) + "'"};
+    }
+    if (std::this_thread::get_id() == io_.get_id()) {
+        return {Code::kInvalidArgument, "barrier: called from the PeerDownCallback, whose thread delivers the answer"};
+    }
+    std::unique_lock lock(mu_);
+    if (Status s = usable_locked("barrier"); !s) return s;
+    BarrierState &b = barriers_[static_cast<size_t>(group) - 1];
+    if (b.busy) {
+        return {Code::kInvalidArgument,
+                std::string("barrier: another barrier over '") + group_name(group) + "' is in progress on this node"};
+    }
+    uint64_t seq = ++b.sent;
+    b.busy = true;
+    post_locked(BarrierMsg{group, seq});
+    bool released = cv_.wait_for(lock, timeout, [&] { return b.done >= seq || phase_ == Phase::kLost; });
+    b.busy = false;
+    if (b.done >= seq) return b.status;
+    if (released) return {Code::kPeerFailed, "barrier: " + lost_.message()};
+    return {Code::kTimeout, std::string("barrier over '") + group_name(group) + "' (number " + std::to_string(seq) +
+                                ") not released within " + ms_text(timeout)};
+}
+
+Status ClientImpl::stop(milliseconds timeout) {
+    if (std::this_thread::get_id() == io_.get_id()) {
+        return {Code::kInvalidArgument, "stop: called from the PeerDownCallback, whose thread delivers the answer"};
+    }
+    std::unique_lock lock(mu_);
+    if (phase_ == Phase::kFinished) return stop_result_;
+    if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
+    if (!stop_sent_) {
+        stop_sent_ = true;
+        post_locked(StopMsg{});
+    }
+    cv_.wait_for(lock, timeout, [&] { return phase_ == Phase::kFinished || phase_ == Phase::kLost; });
+    if (phase_ == Phase::kFinished) return stop_result_;
+    if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
+    std::string missing = stop_progress_ ? stop_progress_->detail : "the scheduler has not said";
+    return {Code::kTimeout, "stop: not every node stopped within " + ms_text(timeout) + "; still waiting for " + missing};
+}
+
+}  // namespace
+}  // namespace control
+
+Status ControlClient::connect(const ControlOptions &options, const Hello &hello, PeerDownCallback on_peer_down,
+                              std::unique_ptr<ControlClient> *out) {
+    using namespace control;
+    if (Status s = check_options(options); !s) return s;
+    if (hello.role != Role::kWorker && hello.role != Role::kServer) {
+        return {Code::kInvalidArgument, std::string("a node joins as a worker or a server, not as ") +
+                                            role_name(hello.role)};
+    }
+    int32_t n = hello.role == Role::kWorker ? options.num_workers : options.num_servers;
+    if (hello.requested_rank < -1 || hello.requested_rank >= n) {
+        return {Code::kInvalidArgument, std::string("requested ") + role_name(hello.role) + " rank " +
+                                            std::to_string(hello.requested_rank) + " is not -1 (any) or 0.." +
+                                            std::to_string(n - 1)};
+    }
+    HostPort scheduler;
+    if (Status s = parse_host_port(options.scheduler, &scheduler); !s) return s;
+    if (Status s = check_hello({hello, 0, 0, 0, 0, options.auth_token}); !s) return s;
+    auto client = std::make_unique<ClientImpl>(options, hello, std::move(on_peer_down));
+    if (Status s = client->join(); !s) return s;
+    *out = std::move(client);
+    return Status::ok();
+}
+
+}  // namespace afmesh

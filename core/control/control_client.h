@@ -1,0 +1,132 @@
+// The control plane seen from a worker or server: HELLO to the scheduler,
+// the roster of every node's transport address, barriers, peer-failure
+// notices and a clean stop. Data never flows here; this is the slow path.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "status.h"
+
+namespace afmesh {
+
+enum class Role : uint8_t { kScheduler = 0, kWorker = 1, kServer = 2 };
+const char *role_name(Role role);
+
+/** One node of the cluster as the scheduler announces it. */
+struct RosterEntry {
+    Role role = Role::kWorker;
+    int32_t rank = -1;                  // within its role, 0..n-1
+    std::string host;                   // the IP the node connected to the scheduler from ("10.0.0.7", "::1")
+    std::string transport;              // transport module name ("tcp", "fabric"...)
+    std::vector<uint8_t> address;       // the transport's listen() blob
+    std::string device;                 // device module name, for diagnostics
+};
+
+struct Roster {
+    std::vector<RosterEntry> workers;  // indexed by rank
+    std::vector<RosterEntry> servers;  // indexed by rank
+};
+
+/** What a node tells the scheduler about itself. */
+struct Hello {
+    Role role = Role::kWorker;
+    int32_t requested_rank = -1;  // -1: let the scheduler assign
+    std::string transport;
+    std::vector<uint8_t> address;
+    std::string device;
+};
+
+/** Which nodes a barrier waits for. */
+enum class BarrierGroup : uint8_t { kWorkers = 1, kServers = 2, kAll = 3 };
+
+struct ControlOptions {
+    std::string scheduler;                         // "host:port", "[v6]:port"
+    std::string auth_token;                        // empty: none
+    int32_t num_workers = 1, num_servers = 1;
+    std::chrono::milliseconds connect_timeout{30000};  // HELLO until the roster arrives
+    // Both directions: nodes and scheduler heartbeat each other every interval
+    // and give up on the other side after `heartbeat_timeout` of silence. A
+    // node whose interval is not shorter than the scheduler's timeout (or vice
+    // versa) is refused at HELLO.
+    std::chrono::milliseconds heartbeat_interval{1000};
+    std::chrono::milliseconds heartbeat_timeout{5000};  // silence after which a node is declared dead
+};
+
+class ControlClient {
+public:
+    /**
+     * Called from the client's I/O thread when the scheduler reports a node
+     * dead, or with (Role::kScheduler, 0, reason) when the scheduler itself is
+     * lost. It must return promptly (heartbeats wait for it) and must not
+     * destroy the client; barrier() and stop() called from it return
+     * INVALID_ARGUMENT instead of waiting for an answer only this thread can
+     * deliver.
+     */
+    using PeerDownCallback = std::function<void(Role role, int32_t rank, const std::string &reason)>;
+
+    /**
+     * Connects to the scheduler, sends `hello` and waits for the roster.
+     * Errors: TIMEOUT when the scheduler or the other nodes do not appear
+     * before options.connect_timeout (the message says how many of each
+     * role it was still waiting for); ACCESS for a refused auth token;
+     * INVALID_ARGUMENT for a rank clash, a topology or heartbeat-timing
+     * mismatch, or a bad argument; UNSUPPORTED_VERSION when the scheduler
+     * speaks another protocol version; PEER_FAILED when the scheduler went
+     * away before the roster.
+     */
+    static Status connect(const ControlOptions &options, const Hello &hello, PeerDownCallback on_peer_down,
+                          std::unique_ptr<ControlClient> *out);
+    /** Without a completed stop(), closing the connection makes the others see this node as failed. */
+    virtual ~ControlClient() = default;
+
+    virtual const Roster &roster() const = 0;
+    /** This node's rank within its role (assigned when it asked for -1). */
+    virtual int32_t rank() const = 0;
+    /**
+     * Blocks until every node of `group` has entered, or `timeout` (TIMEOUT).
+     * Barriers are numbered per group on each node; the n-th barrier of every
+     * member meets, even after a node gave up waiting on an earlier one.
+     * PEER_FAILED when a member failed or stopped, or the scheduler was lost;
+     * INVALID_ARGUMENT when this node is not in `group`, after stop(), or
+     * while another thread waits on the same group.
+     */
+    virtual Status barrier(BarrierGroup group, std::chrono::milliseconds timeout) = 0;
+    /**
+     * Announces a clean stop and waits (up to `timeout`) until every node has
+     * done the same, so nobody tears down connections others still use. A
+     * node that never arrives makes this return TIMEOUT naming the nodes still
+     * missing, not hang; calling stop() again keeps waiting. A node that died
+     * counts as stopped-with-failure, so survivors are never held hostage by
+     * it: the stop then completes with PEER_FAILED naming the dead nodes.
+     * OK when every node stopped cleanly.
+     */
+    virtual Status stop(std::chrono::milliseconds timeout) = 0;
+};
+
+/** A running scheduler (standalone process, or embedded in server rank 0). */
+class Scheduler {
+public:
+    /**
+     * Binds `listen_address` ("host:port"; port 0 picks a free one) and
+     * serves the rendezvous in a background thread.
+     */
+    static Status start(const ControlOptions &options, const std::string &listen_address,
+                        std::unique_ptr<Scheduler> *out);
+    /** Stops serving at once and closes every connection: clients still running see the scheduler lost. */
+    virtual ~Scheduler() = default;
+    /** "host:port" actually bound. */
+    virtual std::string address() const = 0;
+    /**
+     * Blocks until every node has stopped (or failed) and the scheduler has
+     * shut down: OK, or PEER_FAILED naming the nodes that failed. TIMEOUT
+     * (saying what it still waits for) when `timeout` passes first.
+     */
+    virtual Status wait(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace afmesh

@@ -1,0 +1,279 @@
+#include "control/messages.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "control/wire_codec.h"
+
+namespace afmesh::control {
+namespace {
+
+std::string_view clip(const std::string &text, size_t max_bytes) {
+    return std::string_view(text).substr(0, max_bytes);
+}
+
+Role read_node_role(WireReader &in, const char *field) {
+    uint8_t raw = in.u8(field);
+    if (in.ok() && raw != static_cast<uint8_t>(Role::kWorker) && raw != static_cast<uint8_t>(Role::kServer)) {
+        in.fail(field, "is " + std::to_string(raw) + ", not a worker (1) or server (2)");
+    }
+    return static_cast<Role>(raw);
+}
+
+BarrierGroup read_group(WireReader &in) {
+    uint8_t raw = in.u8("group");
+    if (in.ok() && (raw < static_cast<uint8_t>(BarrierGroup::kWorkers) || raw > static_cast<uint8_t>(BarrierGroup::kAll))) {
+        in.fail("group", "is " + std::to_string(raw) + ", not 1..3");
+    }
+    return static_cast<BarrierGroup>(raw);
+}
+
+void write_status(ByteWriter &out, const Status &s) {
+    out.i32(static_cast<int32_t>(s.code()));
+    out.str(clip(s.message(), kMaxTextBytes));
+}
+
+Status read_status(WireReader &in) {
+    auto code = static_cast<Code>(in.i32("code"));
+    std::string message = in.str("message", kMaxTextBytes);
+    // code_name() knows every code; anything else came from a confused or hostile peer.
+    if (in.ok() && strcmp(code_name(code), "UNKNOWN") == 0) {
+        in.fail("code", "is " + std::to_string(static_cast<int>(code)) + ", not a known status code");
+    }
+    return {code, std::move(message)};
+}
+
+void write_entry(ByteWriter &out, const RosterEntry &e) {
+    out.u8(static_cast<uint8_t>(e.role));
+    out.i32(e.rank);
+    out.str(e.host);
+    out.str(e.transport);
+    out.bytes(e.address.data(), e.address.size());
+    out.str(e.device);
+}
+
+// role u8 + rank i32 + four empty length-prefixed fields
+constexpr size_t kMinEntryBytes = 1 + 4 + 4 * 4;
+
+void read_entries(WireReader &in, Role role, const char *field, std::vector<RosterEntry> *out) {
+    uint32_t n = in.count(field, kMinEntryBytes);
+    out->reserve(n);
+    for (uint32_t i = 0; i < n && in.ok(); ++i) {
+        RosterEntry e;
+        e.role = read_node_role(in, "entry role");
+        e.rank = in.i32("entry rank");
+        e.host = in.str("entry host", kMaxNameBytes);
+        e.transport = in.str("entry transport", kMaxNameBytes);
+        e.address = in.bytes("entry address", kMaxAddressBytes);
+        e.device = in.str("entry device", kMaxNameBytes);
+        // The roster is indexed by rank: anything else would misroute data.
+        if (in.ok() && (e.role != role || e.rank != static_cast<int32_t>(i))) {
+            in.fail(field, std::string("entry ") + std::to_string(i) + " is " + role_name(e.role) + " rank " +
+                               std::to_string(e.rank));
+        }
+        out->push_back(std::move(e));
+    }
+}
+
+template <class Message>
+Status decode_empty(std::span<const uint8_t> payload) {
+    return WireReader(payload, message_type_name(Message::kType)).finish();
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode(const HelloMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.u8(static_cast<uint8_t>(m.hello.role));
+    out.i32(m.hello.requested_rank);
+    out.i32(m.num_workers);
+    out.i32(m.num_servers);
+    out.u32(m.heartbeat_interval_ms);
+    out.u32(m.heartbeat_timeout_ms);
+    out.str(m.auth_token);
+    out.str(m.hello.transport);
+    out.bytes(m.hello.address.data(), m.hello.address.size());
+    out.str(m.hello.device);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, HelloMsg *out) {
+    WireReader in(payload, "HELLO");
+    out->hello.role = read_node_role(in, "role");
+    out->hello.requested_rank = in.i32("requested_rank");
+    out->num_workers = in.i32("num_workers");
+    out->num_servers = in.i32("num_servers");
+    out->heartbeat_interval_ms = in.u32("heartbeat_interval_ms");
+    out->heartbeat_timeout_ms = in.u32("heartbeat_timeout_ms");
+    out->auth_token = in.str("auth_token", kMaxTokenBytes);
+    out->hello.transport = in.str("transport", kMaxNameBytes);
+    out->hello.address = in.bytes("address", kMaxAddressBytes);
+    out->hello.device = in.str("device", kMaxNameBytes);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const ProgressMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.u8(static_cast<uint8_t>(m.phase));
+    out.u32(m.workers_missing);
+    out.u32(m.servers_missing);
+    out.str(clip(m.detail, kMaxTextBytes));
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, ProgressMsg *out) {
+    WireReader in(payload, "PROGRESS");
+    uint8_t phase = in.u8("phase");
+    if (in.ok() && phase != static_cast<uint8_t>(ProgressPhase::kJoin) &&
+        phase != static_cast<uint8_t>(ProgressPhase::kStop)) {
+        in.fail("phase", "is " + std::to_string(phase) + ", not join (1) or stop (2)");
+    }
+    out->phase = static_cast<ProgressPhase>(phase);
+    out->workers_missing = in.u32("workers_missing");
+    out->servers_missing = in.u32("servers_missing");
+    out->detail = in.str("detail", kMaxTextBytes);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const RosterMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.i32(m.your_rank);
+    out.u32(static_cast<uint32_t>(m.roster.workers.size()));
+    for (const RosterEntry &e : m.roster.workers) write_entry(out, e);
+    out.u32(static_cast<uint32_t>(m.roster.servers.size()));
+    for (const RosterEntry &e : m.roster.servers) write_entry(out, e);
+    return payload;
+}
+
+std::vector<uint8_t> with_your_rank(const std::vector<uint8_t> &roster_payload, int32_t your_rank) {
+    std::vector<uint8_t> rank_bytes;
+    ByteWriter(rank_bytes).i32(your_rank);  // your_rank is the first field of the encoding above
+    std::vector<uint8_t> out = roster_payload;
+    std::copy(rank_bytes.begin(), rank_bytes.end(), out.begin());
+    return out;
+}
+
+Status decode(std::span<const uint8_t> payload, RosterMsg *out) {
+    WireReader in(payload, "ROSTER");
+    out->your_rank = in.i32("your_rank");
+    read_entries(in, Role::kWorker, "workers", &out->roster.workers);
+    read_entries(in, Role::kServer, "servers", &out->roster.servers);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const ErrorMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    write_status(out, m.status);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, ErrorMsg *out) {
+    WireReader in(payload, "ERROR");
+    out->status = read_status(in);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const BarrierMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.u8(static_cast<uint8_t>(m.group));
+    out.u64(m.seq);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, BarrierMsg *out) {
+    WireReader in(payload, "BARRIER");
+    out->group = read_group(in);
+    out->seq = in.u64("seq");
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const BarrierDoneMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.u8(static_cast<uint8_t>(m.group));
+    out.u64(m.seq);
+    write_status(out, m.status);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, BarrierDoneMsg *out) {
+    WireReader in(payload, "BARRIER_DONE");
+    out->group = read_group(in);
+    out->seq = in.u64("seq");
+    out->status = read_status(in);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const HeartbeatMsg &) { return {}; }
+Status decode(std::span<const uint8_t> payload, HeartbeatMsg *) { return decode_empty<HeartbeatMsg>(payload); }
+
+std::vector<uint8_t> encode(const PeerDownMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.u8(static_cast<uint8_t>(m.role));
+    out.i32(m.rank);
+    out.str(clip(m.reason, kMaxTextBytes));
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, PeerDownMsg *out) {
+    WireReader in(payload, "PEER_DOWN");
+    out->role = read_node_role(in, "role");
+    out->rank = in.i32("rank");
+    out->reason = in.str("reason", kMaxTextBytes);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const StopMsg &) { return {}; }
+Status decode(std::span<const uint8_t> payload, StopMsg *) { return decode_empty<StopMsg>(payload); }
+
+std::vector<uint8_t> encode(const StopDoneMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    write_status(out, m.status);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, StopDoneMsg *out) {
+    WireReader in(payload, "STOP_DONE");
+    out->status = read_status(in);
+    return in.finish();
+}
+
+Status check_hello(const HelloMsg &m) {
+    auto too_long = [](const char *field, size_t bytes, size_t limit) {
+        return Status(Code::kInvalidArgument, std::string(field) + " is " + std::to_string(bytes) +
+                                                  " bytes, above the control protocol's limit of " +
+                                                  std::to_string(limit));
+    };
+    if (m.hello.transport.size() > kMaxNameBytes) return too_long("transport name", m.hello.transport.size(), kMaxNameBytes);
+    if (m.hello.device.size() > kMaxNameBytes) return too_long("device name", m.hello.device.size(), kMaxNameBytes);
+    if (m.hello.address.size() > kMaxAddressBytes) return too_long("address blob", m.hello.address.size(), kMaxAddressBytes);
+    if (m.auth_token.size() > kMaxTokenBytes) return too_long("auth token", m.auth_token.size(), kMaxTokenBytes);
+    return Status::ok();
+}
+
+bool group_contains(BarrierGroup group, Role role) {
+    switch (group) {
+    case BarrierGroup::kWorkers: return role == Role::kWorker;
+    case BarrierGroup::kServers: return role == Role::kServer;
+    case BarrierGroup::kAll: return role == Role::kWorker || role == Role::kServer;
+    }
+    return false;
+}
+
+const char *group_name(BarrierGroup group) {
+    switch (group) {
+    case BarrierGroup::kWorkers: return "workers";
+    case BarrierGroup::kServers: return "servers";
+    case BarrierGroup::kAll: return "all";
+    }
+    return "unknown";
+}
+
+}  // namespace afmesh::control

@@ -1,0 +1,534 @@
+// The scheduler: one thread, one poll() loop over the listener and every
+// control connection. Sockets are non-blocking and every peer has its own
+// output queue, so a slow or silent node can delay nobody but itself.
+//
+// A connection goes GREETING (until its HELLO) -> JOINED (admitted, waiting
+// for the roster) -> MEMBER (in the roster) -> CLOSING (refused, evicted or
+// finished: its last frames are flushed, then it is closed). The cluster-wide
+// state lives in Rendezvous (before the roster), MemberTable (after it) and
+// BarrierTracker.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "control/barrier_tracker.h"
+#include "control/control_client.h"
+#include "control/frame_reader.h"
+#include "control/frame_writer.h"
+#include "control/member_table.h"
+#include "control/messages.h"
+#include "control/options_check.h"
+#include "control/rendezvous.h"
+#include "control/socket_util.h"
+#include "control/waker.h"
+#include "log.h"
+
+namespace afmesh {
+namespace control {
+namespace {
+
+using std::chrono::milliseconds;
+
+/** How long a refused or finished peer gets to read its last frames and close. */
+constexpr auto kCloseLinger = std::chrono::seconds(2);
+/** A peer with this much unsent output is not reading its connection. */
+constexpr size_t kMaxQueuedBytes = 64u << 20;
+/** Pause before accepting again after accept() failed (e.g. out of descriptors), instead of spinning. */
+constexpr auto kAcceptBackoff = milliseconds(100);
+
+enum class PeerPhase { kGreeting, kJoined, kMember, kClosing };
+
+struct Peer {
+    PeerId id = 0;
+    UniqueFd fd;
+    FrameReader reader{kMaxNodePayload};
+    FrameWriter writer;
+    std::string host;      // bare IP, for the roster
+    std::string endpoint;  // "ip:port", for logs
+    PeerPhase phase = PeerPhase::kGreeting;
+    Role role = Role::kWorker;  // from kJoined
+    NodeId node;                // from kMember
+    Clock::time_point last_heard;
+    Clock::time_point close_by;  // kClosing
+    bool write_shut = false;     // kClosing: FIN sent after the last frame
+    std::optional<ProgressMsg> progress_sent;
+    bool closed = false;  // erased at the end of the loop iteration
+
+    std::string name() const {
+        if (phase == PeerPhase::kMember) return node_name(node);
+        if (phase == PeerPhase::kJoined) return std::string(role_name(role)) + " at " + endpoint;
+        return "connection from " + endpoint;
+    }
+};
+
+class SchedulerImpl final : public Scheduler {
+public:
+    SchedulerImpl(const ControlOptions &options, UniqueFd listener, std::string address, Waker waker)
+        : options_(options),
+          listener_(std::move(listener)),
+          address_(std::move(address)),
+          waker_(std::move(waker)),
+          rendezvous_(options),
+          barriers_(options.num_workers, options.num_servers) {
+        summary_ = join_summary();
+        thread_ = std::thread([this] { run(); });
+    }
+
+    ~SchedulerImpl() override {
+        {
+            std::lock_guard lock(mu_);
+            exit_requested_ = true;
+        }
+        waker_.wake();
+        thread_.join();
+    }
+
+    std::string address() const override { return address_; }
+
+    Status wait(milliseconds timeout) override {
+        std::unique_lock lock(mu_);
+        if (!cv_.wait_for(lock, timeout, [&] { return finished_; })) {
+            return {Code::kTimeout, "the scheduler is still running after " + std::to_string(timeout.count()) +
+                                        " ms: " + summary_};
+        }
+        return final_status_;
+    }
+
+private:
+    void run();
+    void poll_once();
+    void accept_all(Clock::time_point now);
+    void service(Peer &p, Clock::time_point now);
+    void handle(Peer &p, const Frame &frame);
+    void on_hello(Peer &p, const Frame &frame);
+    void on_barrier(Peer &p, const Frame &frame);
+    void on_stop(Peer &p);
+    void publish_roster();
+    void tick(Clock::time_point now);
+    void finish_iteration();
+    void maybe_finish();
+
+    /** The peer is gone or must go. With `tell`, it gets an ERROR before the connection closes. */
+    void lose(Peer &p, const std::string &reason, std::optional<Status> tell);
+    void protocol_error(Peer &p, const Status &error);
+    void begin_closing(Peer &p);
+    void close_now(Peer &p);
+    void flush(Peer &p);
+    void send_release(const BarrierRelease &release);
+    void member_unavailable(NodeId node, const std::string &why);
+    Peer *member_peer(NodeId node);
+
+    std::string join_summary() const;
+    void set_finished(Status status);
+
+    const ControlOptions options_;
+    UniqueFd listener_;
+    const std::string address_;
+    Waker waker_;
+    std::map<PeerId, Peer> peers_;
+    PeerId next_peer_ = 1;
+    Rendezvous rendezvous_;
+    std::optional<MemberTable> members_;  // from the roster on
+    std::map<NodeId, PeerId> member_peers_;
+    BarrierTracker barriers_;
+    std::vector<PeerId> progress_due_;  // peers owed a PROGRESS at the end of this iteration
+    ProgressMsg progress_;              // the current one: join before the roster, stop after
+    bool state_changed_ = false;
+    bool finishing_ = false;  // STOP_DONE sent: draining the last connections
+    Status outcome_;
+    Clock::time_point next_tick_;
+    Clock::time_point accept_resume_;
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool exit_requested_ = false;  // guarded by mu_
+    bool finished_ = false;        // guarded by mu_
+    Status final_status_;          // guarded by mu_
+    std::string summary_;          // guarded by mu_: what wait() reports on timeout
+    std::thread thread_;
+};
+
+void SchedulerImpl::run() {
+    next_tick_ = Clock::now() + options_.heartbeat_interval;
+    progress_ = {ProgressPhase::kJoin, rendezvous_.workers_missing(), rendezvous_.servers_missing(), ""};
+    for (;;) {
+        {
+            std::lock_guard lock(mu_);
+            if (exit_requested_ || finished_) return;
+        }
+        if (finishing_ && peers_.empty()) {
+            set_finished(outcome_);
+            return;
+        }
+        poll_once();
+    }
+}
+
+void SchedulerImpl::poll_once() {
+    std::vector<pollfd> fds;
+    std::vector<PeerId> ids;
+    fds.push_back({waker_.fd(), POLLIN, 0});
+    Clock::time_point now = Clock::now();
+    Clock::time_point deadline = next_tick_;
+    bool accepting = listener_.valid() && now >= accept_resume_;
+    if (accepting) fds.push_back({listener_.get(), POLLIN, 0});
+    if (listener_.valid() && !accepting) deadline = std::min(deadline, accept_resume_);
+    for (auto &[id, p] : peers_) {
+        fds.push_back({p.fd.get(), static_cast<short>(POLLIN | (p.writer.empty() ? 0 : POLLOUT)), 0});
+        ids.push_back(id);
+        if (p.phase == PeerPhase::kClosing) deadline = std::min(deadline, p.close_by);
+    }
+    int rc = poll(fds.data(), fds.size(), poll_timeout_ms(deadline));
+    if (rc < 0 && errno != EINTR) {
+        // Only a broken process (EFAULT, ENOMEM) gets here; report it rather than spin on it.
+        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: poll failed: %s; shutting down", errno_text(errno).c_str());
+        set_finished({Code::kError, "scheduler poll failed: " + errno_text(errno)});
+        return;
+    }
+    now = Clock::now();
+    if (fds[0].revents) waker_.drain();
+    if (accepting && fds[1].revents) accept_all(now);
+    size_t first_peer = accepting ? 2 : 1;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (!fds[first_peer + i].revents) continue;
+        Peer &p = peers_.at(ids[i]);
+        if (!p.closed) service(p, now);
+    }
+    if (now >= next_tick_) {
+        tick(now);
+        next_tick_ = now + options_.heartbeat_interval;
+    }
+    for (auto &[id, p] : peers_) {
+        if (p.phase == PeerPhase::kClosing && !p.closed && now >= p.close_by) close_now(p);
+    }
+    finish_iteration();
+}
+
+void SchedulerImpl::accept_all(Clock::time_point now) {
+    for (;;) {
+        UniqueFd fd;
+        std::string host, endpoint;
+        if (Status s = accept_tcp(listener_.get(), &fd, &host, &endpoint); !s) {
+            AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s; pausing new connections for %lld ms", s.message().c_str(),
+                       static_cast<long long>(kAcceptBackoff.count()));
+            accept_resume_ = now + kAcceptBackoff;
+            return;
+        }
+        if (!fd.valid()) return;
+        PeerId id = next_peer_++;
+        Peer &p = peers_[id];
+        p.id = id;
+        p.fd = std::move(fd);
+        p.host = std::move(host);
+        p.endpoint = std::move(endpoint);
+        p.last_heard = now;
+        AFMESH_LOG(AFMESH_LOG_DEBUG, "scheduler: connection from %s", p.endpoint.c_str());
+    }
+}
+
+void SchedulerImpl::service(Peer &p, Clock::time_point now) {
+    Status read = p.reader.fill(p.fd.get());
+    if (p.phase == PeerPhase::kClosing) {
+        // Its input no longer matters; end of stream means it has read our last frames.
+        p.reader.clear();
+        if (!read) close_now(p);
+        return;
+    }
+    // Frames that arrived before an end of stream still count (e.g. a STOP then a close).
+    for (;;) {
+        std::optional<Frame> frame;
+        if (Status s = p.reader.next(&frame); !s) {
+            protocol_error(p, s);
+            return;
+        }
+        if (!frame) break;
+        p.last_heard = now;
+        handle(p, *frame);
+        if (p.closed || p.phase == PeerPhase::kClosing) return;
+    }
+    if (read.code() == Code::kInvalidArgument) return protocol_error(p, read);
+    if (!read) lose(p, read.message(), std::nullopt);
+}
+
+void SchedulerImpl::handle(Peer &p, const Frame &frame) {
+    MessageType type = frame.type;
+    if (type == MessageType::kHeartbeat && p.phase != PeerPhase::kGreeting) {
+        HeartbeatMsg m;
+        if (Status s = decode(frame.payload, &m); !s) protocol_error(p, s);
+        return;
+    }
+    if (p.phase == PeerPhase::kGreeting && type == MessageType::kHello) return on_hello(p, frame);
+    if (p.phase == PeerPhase::kMember && type == MessageType::kBarrier) return on_barrier(p, frame);
+    if (p.phase == PeerPhase::kMember && type == MessageType::kStop) {
+        StopMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
+        return on_stop(p);
+    }
+    protocol_error(p, {Code::kInvalidArgument, std::string("unexpected ") + message_type_name(type) + " (type " +
+                                                   std::to_string(static_cast<unsigned>(type)) + ") from a " +
+                                                   (p.phase == PeerPhase::kGreeting ? "node that has not sent HELLO"
+                                                    : p.phase == PeerPhase::kJoined ? "node waiting for the roster"
+                                                                                    : "cluster member")});
+}
+
+void SchedulerImpl::on_hello(Peer &p, const Frame &frame) {
+    HelloMsg m;
+    if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
+    Status admitted = members_ ? Status(Code::kInvalidArgument,
+                                        "the cluster is already complete; nodes cannot join or rejoin after the roster")
+                               : rendezvous_.admit(p.id, m, p.host);
+    if (!admitted) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: refusing %s from %s: %s", role_name(m.hello.role), p.endpoint.c_str(),
+                   admitted.to_string().c_str());
+        return lose(p, admitted.message(), admitted);
+    }
+    p.phase = PeerPhase::kJoined;
+    p.role = m.hello.role;
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: %s (requested rank %d) joined from %s; still missing %u worker(s), %u server(s)",
+               role_name(p.role), m.hello.requested_rank, p.endpoint.c_str(), rendezvous_.workers_missing(),
+               rendezvous_.servers_missing());
+    state_changed_ = true;
+    if (rendezvous_.complete()) {
+        publish_roster();
+    } else {
+        progress_due_.push_back(p.id);
+    }
+}
+
+void SchedulerImpl::publish_roster() {
+    std::vector<std::pair<PeerId, NodeId>> placement;
+    RosterMsg msg;
+    msg.roster = rendezvous_.assign(&placement);
+    // Encoded once, not once per node: copies differ only in your_rank.
+    std::vector<uint8_t> payload = encode(msg);
+    if (payload.size() > kMaxFramePayload) {
+        Status too_big(Code::kInvalidArgument,
+                       "the roster is " + std::to_string(payload.size()) + " bytes, above the control protocol's " +
+                           std::to_string(kMaxFramePayload) + "-byte frame limit: transport address blobs are too big");
+        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", too_big.message().c_str());
+        for (auto &[peer, node] : placement) lose(peers_.at(peer), too_big.message(), too_big);
+        return;
+    }
+    members_.emplace(options_.num_workers, options_.num_servers);
+    for (auto &[peer, node] : placement) {
+        Peer &p = peers_.at(peer);
+        p.phase = PeerPhase::kMember;
+        p.node = node;
+        p.progress_sent.reset();
+        member_peers_[node] = peer;
+        p.writer.queue(MessageType::kRoster, with_your_rank(payload, node.rank));
+    }
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: roster complete: %d worker(s), %d server(s)", options_.num_workers,
+               options_.num_servers);
+}
+
+void SchedulerImpl::on_barrier(Peer &p, const Frame &frame) {
+    BarrierMsg m;
+    if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
+    if (!group_contains(m.group, p.node.role)) {
+        return protocol_error(p, {Code::kInvalidArgument, p.name() + " entered a barrier over " +
+                                                              group_name(m.group) + ", which it is not part of"});
+    }
+    std::optional<BarrierRelease> released;
+    if (Status s = barriers_.arrive(p.node, m.group, m.seq, members_->unavailable(m.group), &released); !s) {
+        return protocol_error(p, s);
+    }
+    if (released) send_release(*released);
+}
+
+void SchedulerImpl::on_stop(Peer &p) {
+    if (!members_->mark_stopped(p.node)) return;  // a repeated STOP changes nothing
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: %s is stopping", p.name().c_str());
+    member_unavailable(p.node, p.name() + " has stopped");
+    state_changed_ = true;
+    progress_due_.push_back(p.id);
+}
+
+void SchedulerImpl::lose(Peer &p, const std::string &reason, std::optional<Status> tell) {
+    switch (p.phase) {
+    case PeerPhase::kGreeting:
+    case PeerPhase::kClosing: break;
+    case PeerPhase::kJoined:
+        rendezvous_.withdraw(p.id);
+        AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s left before the roster was complete: %s", p.name().c_str(),
+                   reason.c_str());
+        state_changed_ = true;
+        break;
+    case PeerPhase::kMember:
+        if (members_->mark_failed(p.node, reason)) {
+            AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s is down: %s", p.name().c_str(), reason.c_str());
+            PeerDownMsg down{p.node.role, p.node.rank, reason};
+            for (auto &[id, other] : peers_) {
+                if (id != p.id && !other.closed && other.phase == PeerPhase::kMember) queue_message(other.writer, down);
+            }
+            member_unavailable(p.node, p.name() + " failed (" + reason + ")");
+            state_changed_ = true;
+        } else {
+            AFMESH_LOG(AFMESH_LOG_DEBUG, "scheduler: %s left after stopping: %s", p.name().c_str(), reason.c_str());
+        }
+        member_peers_.erase(p.node);
+        break;
+    }
+    if (tell && p.phase != PeerPhase::kClosing) {
+        queue_message(p.writer, ErrorMsg{*tell});
+        begin_closing(p);
+    } else {
+        close_now(p);
+    }
+}
+
+void SchedulerImpl::protocol_error(Peer &p, const Status &error) {
+    AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s: %s; closing it", p.name().c_str(), error.to_string().c_str());
+    lose(p, "protocol error: " + error.message(), error);
+}
+
+void SchedulerImpl::begin_closing(Peer &p) {
+    p.phase = PeerPhase::kClosing;
+    p.close_by = Clock::now() + kCloseLinger;
+}
+
+void SchedulerImpl::close_now(Peer &p) {
+    if (p.phase == PeerPhase::kMember) member_peers_.erase(p.node);
+    p.closed = true;
+    p.fd.reset();
+}
+
+void SchedulerImpl::flush(Peer &p) {
+    if (Status s = p.writer.flush(p.fd.get()); !s) {
+        if (p.phase == PeerPhase::kClosing) return close_now(p);
+        return lose(p, s.message(), std::nullopt);
+    }
+    if (p.writer.queued_bytes() > kMaxQueuedBytes) {
+        return lose(p, "not reading its control connection (" + std::to_string(p.writer.queued_bytes()) +
+                           " bytes queued)", std::nullopt);
+    }
+    if (p.phase == PeerPhase::kClosing && p.writer.empty() && !p.write_shut) {
+        // FIN after the last frame; closing only once the peer closes too avoids a reset that could discard it.
+        shutdown(p.fd.get(), SHUT_WR);
+        p.write_shut = true;
+    }
+}
+
+void SchedulerImpl::send_release(const BarrierRelease &release) {
+    for (NodeId node : release.nodes) {
+        if (Peer *p = member_peer(node)) {
+            queue_message(p->writer, BarrierDoneMsg{release.group, release.seq, release.status});
+        }
+    }
+}
+
+void SchedulerImpl::member_unavailable(NodeId node, const std::string &why) {
+    for (const BarrierRelease &release : barriers_.fail_member(node, why)) send_release(release);
+}
+
+Peer *SchedulerImpl::member_peer(NodeId node) {
+    auto it = member_peers_.find(node);
+    if (it == member_peers_.end()) return nullptr;
+    Peer &p = peers_.at(it->second);
+    return p.closed || p.phase != PeerPhase::kMember ? nullptr : &p;
+}
+
+void SchedulerImpl::tick(Clock::time_point now) {
+    for (auto &[id, p] : peers_) {
+        if (p.closed || p.phase == PeerPhase::kClosing) continue;
+        auto silent = std::chrono::duration_cast<milliseconds>(now - p.last_heard);
+        if (silent > options_.heartbeat_timeout) {
+            if (p.phase == PeerPhase::kGreeting) {
+                AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s sent no HELLO within %lld ms; closing it",
+                           p.name().c_str(), static_cast<long long>(options_.heartbeat_timeout.count()));
+                close_now(p);
+                continue;
+            }
+            std::string reason = "no heartbeat for " + std::to_string(silent.count()) + " ms";
+            lose(p, reason, Status(Code::kPeerFailed, "this node was declared dead: " + reason));
+            continue;
+        }
+        if (p.phase == PeerPhase::kGreeting) continue;
+        queue_message(p.writer, HeartbeatMsg{});
+        bool waiting = p.phase == PeerPhase::kJoined ||
+                       (p.phase == PeerPhase::kMember && members_->state(p.node) == MemberState::kStopped);
+        if (waiting && p.progress_sent != progress_) progress_due_.push_back(id);
+    }
+}
+
+void SchedulerImpl::finish_iteration() {
+    if (state_changed_) {
+        state_changed_ = false;
+        progress_ = members_ ? members_->stop_progress()
+                             : ProgressMsg{ProgressPhase::kJoin, rendezvous_.workers_missing(),
+                                           rendezvous_.servers_missing(), ""};
+        std::lock_guard lock(mu_);
+        summary_ = members_ ? "waiting for " + progress_.detail + " to stop" : join_summary();
+    }
+    for (PeerId id : progress_due_) {
+        auto it = peers_.find(id);
+        if (it == peers_.end() || it->second.closed || it->second.phase == PeerPhase::kClosing) continue;
+        queue_message(it->second.writer, progress_);
+        it->second.progress_sent = progress_;
+    }
+    progress_due_.clear();
+    maybe_finish();
+    for (auto &[id, p] : peers_) {
+        if (!p.closed && !p.writer.empty()) flush(p);
+    }
+    std::erase_if(peers_, [](const auto &entry) { return entry.second.closed; });
+}
+
+void SchedulerImpl::maybe_finish() {
+    if (finishing_ || !members_ || !members_->settled()) return;
+    finishing_ = true;
+    outcome_ = members_->outcome();
+    listener_.reset();
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: every node has stopped: %s", outcome_.to_string().c_str());
+    for (auto &[id, p] : peers_) {
+        if (p.closed || p.phase == PeerPhase::kClosing) continue;
+        if (p.phase == PeerPhase::kMember) {
+            queue_message(p.writer, StopDoneMsg{outcome_});
+            begin_closing(p);
+        } else {
+            close_now(p);
+        }
+    }
+}
+
+std::string SchedulerImpl::join_summary() const {
+    return "waiting for " + std::to_string(rendezvous_.workers_missing()) + " of " +
+           std::to_string(options_.num_workers) + " worker(s) and " + std::to_string(rendezvous_.servers_missing()) +
+           " of " + std::to_string(options_.num_servers) + " server(s) to join";
+}
+
+void SchedulerImpl::set_finished(Status status) {
+    {
+        std::lock_guard lock(mu_);
+        finished_ = true;
+        final_status_ = std::move(status);
+        summary_ = "finished";
+    }
+    cv_.notify_all();
+}
+
+}  // namespace
+}  // namespace control
+
+Status Scheduler::start(const ControlOptions &options, const std::string &listen_address,
+                        std::unique_ptr<Scheduler> *out) {
+    using namespace control;
+    if (Status s = check_options(options); !s) return s;
+    UniqueFd listener;
+    std::string bound;
+    if (Status s = listen_tcp(listen_address, &listener, &bound); !s) return s;
+    Waker waker;
+    if (Status s = waker.open(); !s) return s;
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: listening on %s for %d worker(s) and %d server(s)", bound.c_str(),
+               options.num_workers, options.num_servers);
+    *out = std::make_unique<SchedulerImpl>(options, std::move(listener), std::move(bound), std::move(waker));
+    return Status::ok();
+}
+
+}  // namespace afmesh

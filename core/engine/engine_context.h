@@ -1,0 +1,27 @@
+// What the worker and server engines share with the node that owns them.
+#pragma once
+
+#include <mutex>
+
+#include "memory_registry.h"
+#include "module_loader.h"
+#include "progress.h"
+
+namespace afmesh {
+
+struct EngineContext {
+    const Module &transport;
+    const Module &device;
+    MemoryRegistry &registry;
+    Progress &progress;
+    /** Guards all engine state; never held while waiting or polling. */
+    std::mutex &mu;
+    int device_id = 0;
+};
+
+/** A status for the C API from a failed transport call. */
+inline Status peer_failure(const std::string &who, const Status &why) {
+    return {Code::kPeerFailed, who + " failed: " + why.message()};
+}
+
+}  // namespace afmesh

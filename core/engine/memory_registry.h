@@ -1,0 +1,59 @@
+// Memory registrations with one transport: the ones the user made up front
+// and the ones made on the fly for unregistered buffers (cached until
+// deregistered or the node ends). Lookups find the registration covering an
+// address range, so a tensor inside a registered buffer needs no call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "afmesh/hal/transport.h"
+#include "module_loader.h"
+#include "status.h"
+
+namespace afmesh {
+
+struct Registration {
+    uintptr_t base = 0;
+    uint64_t bytes = 0;
+    uint32_t kind = AFMESH_MEM_HOST;
+    int device = -1;
+    afmesh_net_mr *mr = nullptr;
+    afmesh_net_rkey rkey{};
+    bool cached = false;  // made on the fly, not by the user
+
+    bool covers(uintptr_t p, uint64_t n) const { return p >= base && n <= bytes && p - base <= bytes - n; }
+    /** Where `p` sits for a peer writing into this registration. */
+    uint64_t offset_of(uintptr_t p) const { return p - base; }
+};
+
+class MemoryRegistry {
+public:
+    explicit MemoryRegistry(const Module &transport) : transport_(transport) {}
+    ~MemoryRegistry();
+    MemoryRegistry(const MemoryRegistry &) = delete;
+    MemoryRegistry &operator=(const MemoryRegistry &) = delete;
+
+    /** Registers [ptr, ptr+bytes) for local and remote access. */
+    Status add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out);
+    /** Deregisters a registration returned by add(); NOT_FOUND for anything else. */
+    Status remove(const Registration *registration);
+    /**
+     * The registration covering [ptr, ptr+bytes) with the same kind, making
+     * (and caching) one when none does. Registering on the hot path is slow
+     * but correct; it is logged once per buffer at info level.
+     */
+    Status find_or_add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out);
+
+private:
+    const Registration *find_locked(uintptr_t p, uint64_t n, uint32_t kind) const;
+    Status add_locked(void *ptr, uint64_t bytes, uint32_t kind, int device, bool cached, const Registration **out);
+
+    const Module &transport_;
+    std::mutex mu_;
+    std::multimap<uintptr_t, std::unique_ptr<Registration>> by_base_;
+};
+
+}  // namespace afmesh

@@ -1,0 +1,274 @@
+#include "node.h"
+
+#include <algorithm>
+
+#include "log.h"
+#include "wire.h"
+
+namespace afmesh {
+namespace {
+
+std::chrono::milliseconds config_ms(const Config &config, const char *name) {
+    return std::chrono::milliseconds(config.get_int(name));
+}
+
+ControlOptions control_options(const Config &config) {
+    ControlOptions o;
+    o.scheduler = config.get("AFMESH_SCHEDULER");
+    o.auth_token = config.get("AFMESH_AUTH_TOKEN");
+    const int64_t group = config.get_int("AFMESH_GROUP_SIZE");
+    o.num_workers = static_cast<int32_t>(config.get_int("AFMESH_NUM_WORKERS") * group);
+    o.num_servers = static_cast<int32_t>(config.get_int("AFMESH_NUM_SERVERS") * group);
+    o.connect_timeout = config_ms(config, "AFMESH_CONNECT_TIMEOUT_MS");
+    o.heartbeat_interval = config_ms(config, "AFMESH_HEARTBEAT_MS");
+    o.heartbeat_timeout = config_ms(config, "AFMESH_PEER_TIMEOUT_MS");
+    return o;
+}
+
+// StepMesh numbers instances within host groups: rank = group rank * G + device index.
+int32_t requested_rank(const Config &config) {
+    const int64_t rank = config.get_int("AFMESH_RANK"), group = config.get_int("AFMESH_GROUP_SIZE");
+    if (rank < 0 || group <= 1) return static_cast<int32_t>(rank);
+    return static_cast<int32_t>(rank * group + config.get_int("AFMESH_DEVICE_ID"));
+}
+
+Status require_scheduler(const Config &config) {
+    if (config.get("AFMESH_SCHEDULER").empty())
+        return {Code::kInvalidArgument, "no scheduler address: set AFMESH_SCHEDULER=host:port (or DMLC_PS_ROOT_URI "
+                                        "and DMLC_PS_ROOT_PORT)"};
+    return Status::ok();
+}
+
+}  // namespace
+
+Status SchedulerNode::create(const Config &config, std::unique_ptr<SchedulerNode> *out) {
+    if (Status s = require_scheduler(config); !s) return s;
+    std::unique_ptr<SchedulerNode> node(new SchedulerNode());
+    if (Status s = Scheduler::start(control_options(config), config.get("AFMESH_SCHEDULER"), &node->scheduler_); !s)
+        return s;
+    node->address_ = node->scheduler_->address();
+    *out = std::move(node);
+    return Status::ok();
+}
+
+SchedulerNode::~SchedulerNode() {
+    // Serve until every node has stopped or failed; the scheduler gives up by
+    // itself on nodes that never arrive, so this ends.
+    if (Status s = scheduler_->wait(std::chrono::hours(24 * 365)); !s)
+        AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s", s.message().c_str());
+}
+
+Status Node::create(const Config &config, Role role, std::unique_ptr<Node> *out) {
+    if (role != Role::kWorker && role != Role::kServer) return {Code::kInvalidArgument, "a node is a worker or a server"};
+    if (Status s = require_scheduler(config); !s) return s;
+    std::unique_ptr<Node> node(new Node(config, role));
+    if (Status s = node->start(); !s) return s;
+    *out = std::move(node);
+    return Status::ok();
+}
+
+Status Node::start() {
+    PollMode mode;
+    if (!parse_poll_mode(config_.get("AFMESH_POLL"), &mode))
+        return {Code::kInvalidArgument, "AFMESH_POLL must be busy, adaptive or blocking"};
+    if (Status s = select_module(config_, AFMESH_MODULE_DEVICE, &device_); !s) return s;
+    if (Status s = select_module(config_, AFMESH_MODULE_TRANSPORT, &transport_); !s) return s;
+    const int device_id = static_cast<int>(config_.get_int("AFMESH_DEVICE_ID"));
+    take_module_error();
+    if (device_->device().set_device(device_->ctx(), device_id) != AFMESH_HAL_OK)
+        return {Code::kInvalidArgument, "device " + std::to_string(device_id) + ": " + take_module_error()};
+
+    registry_ = std::make_unique<MemoryRegistry>(*transport_);
+    progress_ = std::make_unique<Progress>(*transport_, mode,
+                                           [this](const afmesh_net_event *ev, int n) { dispatch(ev, n); });
+
+    Hello hello;
+    hello.role = role_;
+    hello.requested_rank = requested_rank(config_);
+    hello.transport = transport_->name();
+    hello.device = device_->name();
+    if (role_ == Role::kServer) {
+        hello.address.resize(std::max<uint32_t>(transport_->net_caps().max_addr_size, 16));
+        size_t len = hello.address.size();
+        take_module_error();
+        if (transport_->net().listen(transport_->ctx(), hello.address.data(), &len) != AFMESH_HAL_OK)
+            return {Code::kError, "transport " + transport_->name() + " cannot listen: " + take_module_error()};
+        hello.address.resize(len);
+    }
+    const auto deadline = Clock::now() + config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS");
+    auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
+    if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
+
+    EngineContext ctx{*transport_, *device_, *registry_, *progress_, mu_, device_id};
+    if (role_ == Role::kWorker)
+        worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
+    else
+        server_ = std::make_unique<ServerEngine>(ctx, rank(), num_workers());
+
+    std::vector<std::string> cores = config_.get_list("AFMESH_CPU_CORES");
+    if (Status s = progress_->start(cores.empty() ? -1 : std::stoi(cores[0])); !s) return s;
+    if (Status s = connect_data_plane(deadline); !s) return s;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return control_->barrier(BarrierGroup::kAll, std::max(left, std::chrono::milliseconds(1)));
+}
+
+Status Node::connect_data_plane(Clock::time_point deadline) {
+    const Roster &roster = control_->roster();
+    if (role_ == Role::kWorker) {
+        std::lock_guard lock(mu_);
+        for (size_t s = 0; s < roster.servers.size(); ++s) {
+            const RosterEntry &server = roster.servers[s];
+            if (server.transport != transport_->name())
+                return {Code::kInvalidArgument, "server " + std::to_string(s) + " uses transport '" +
+                                                    server.transport + "', this worker '" + transport_->name() +
+                                                    "': set AFMESH_TRANSPORT alike on every node"};
+            afmesh_net_conn *conn = nullptr;
+            take_module_error();
+            if (transport_->net().connect(transport_->ctx(), server.address.data(), server.address.size(), &conn) !=
+                AFMESH_HAL_OK)
+                return {Code::kPeerFailed, "cannot connect to server " + std::to_string(s) + ": " + take_module_error()};
+            peer_of_[conn] = static_cast<int32_t>(s);
+            conns_.push_back(conn);
+            worker_->attach_server(static_cast<int32_t>(s), conn);
+        }
+    }
+    // Wait for every connection (worker) or every worker's IDENT (server).
+    const int expected = static_cast<int>(roster.servers.size());
+    auto all_up = [this, expected] {
+        std::lock_guard lock(mu_);
+        return role_ == Role::kWorker ? connected_ == expected : server_->all_workers_attached();
+    };
+    while (!all_up()) {
+        if (Clock::now() >= deadline)
+            return {Code::kTimeout, role_ == Role::kWorker ? "not every server accepted the connection in time"
+                                                           : "not every worker connected in time"};
+        if (role_ == Role::kServer) accept_pending();
+        (void)progress_->wait_until([] { return false; }, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
+    }
+    return Status::ok();
+}
+
+void Node::accept_pending() {
+    std::lock_guard lock(mu_);
+    afmesh_net_conn *conn = nullptr;
+    while (transport_->net().accept(transport_->ctx(), &conn) == AFMESH_HAL_OK) {
+        peer_of_.emplace(conn, -1);
+        conns_.push_back(conn);
+    }
+}
+
+void Node::dispatch(const afmesh_net_event *events, int count) {
+    std::lock_guard lock(mu_);
+    for (int i = 0; i < count; ++i) {
+        const afmesh_net_event &ev = events[i];
+        auto it = peer_of_.find(ev.conn);
+        if (it == peer_of_.end()) {
+            if (role_ != Role::kServer) continue;
+            it = peer_of_.emplace(ev.conn, -1).first;  // an incoming connection not accepted yet
+            conns_.push_back(ev.conn);
+        }
+        const int32_t peer = it->second;
+        switch (ev.type) {
+        case AFMESH_NET_EV_CONNECTED: {
+            ++connected_;
+            std::vector<uint8_t> ident;
+            wire::encode(wire::Ident{wire::kProtocolVersion, rank()}, ident);
+            if (transport_->net().send(transport_->ctx(), ev.conn, ident.data(), ident.size(), 0, 0) != AFMESH_HAL_OK)
+                fail_peer(peer, {Code::kPeerFailed, "cannot send IDENT: " + take_module_error()});
+            break;
+        }
+        case AFMESH_NET_EV_RECV:
+            if (peer >= 0 && wire::peek_type(ev.data, ev.len) == wire::Type::kBye) {
+                fail_peer(peer, {Code::kPeerFailed, "it has stopped"});
+            } else if (role_ == Role::kWorker) {
+                worker_->on_message(peer, ev.data, ev.len);
+            } else if (peer >= 0) {
+                server_->on_message(peer, ev.data, ev.len);
+            } else {
+                wire::Ident ident;
+                Status s = wire::decode(ev.data, ev.len, &ident);
+                if (s) s = server_->attach_worker(ident.worker_rank, ev.conn);
+                if (!s) {
+                    AFMESH_LOG(AFMESH_LOG_ERROR, "refusing a data connection: %s", s.message().c_str());
+                    transport_->net().close(transport_->ctx(), ev.conn);
+                    peer_of_.erase(it);
+                    conns_.erase(std::find(conns_.begin(), conns_.end(), ev.conn));
+                    break;
+                }
+                it->second = ident.worker_rank;
+            }
+            break;
+        case AFMESH_NET_EV_IMM:
+            if (peer < 0) break;
+            if (role_ == Role::kWorker)
+                worker_->on_imm(peer, ev.imm);
+            else
+                server_->on_imm(peer, ev.imm);
+            break;
+        case AFMESH_NET_EV_WRITE_DONE:
+            if (role_ == Role::kServer && peer >= 0) server_->on_write_done(peer, ev.cookie);
+            break;
+        case AFMESH_NET_EV_SEND_DONE:
+            break;
+        case AFMESH_NET_EV_CONN_ERROR:
+            if (peer >= 0) fail_peer(peer, {static_cast<Code>(ev.status), ev.reason ? ev.reason : "connection failed"});
+            break;
+        }
+    }
+    if (worker_) worker_->flush();
+    if (server_) server_->flush();
+}
+
+void Node::fail_peer(int32_t rank, const Status &why) {
+    if (worker_) worker_->fail_server(rank, why);
+    if (server_) server_->fail_worker(rank, why);
+}
+
+void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
+    if (role == Role::kScheduler) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "lost the scheduler (%s): peer failures are now detected only on the data path",
+                   reason.c_str());
+        return;
+    }
+    const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    if (role != peers) return;
+    std::lock_guard lock(mu_);
+    fail_peer(rank, {Code::kPeerFailed, "declared dead by the scheduler: " + reason});
+}
+
+Status Node::stop() {
+    if (stopped_ || !control_) return Status::ok();
+    stopped_ = true;
+    close_data_plane();
+    return control_->stop(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS"));
+}
+
+// Says BYE and closes every data connection, so peers still waiting on this
+// node (a server in get_batch, a worker in wait) learn at once that it has
+// gone, instead of when the whole cluster has agreed to stop.
+void Node::close_data_plane() {
+    std::lock_guard lock(mu_);
+    std::vector<uint8_t> bye;
+    wire::encode_bye(bye);
+    for (afmesh_net_conn *conn : conns_) {
+        transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(), 0, 0);
+        transport_->net().close(transport_->ctx(), conn);
+        auto it = peer_of_.find(conn);
+        if (it != peer_of_.end() && it->second >= 0)
+            fail_peer(it->second, {Code::kPeerFailed, "this node is stopping"});
+    }
+    conns_.clear();
+    peer_of_.clear();
+}
+
+Node::~Node() {
+    if (Status s = stop(); !s) AFMESH_LOG(AFMESH_LOG_WARN, "stop: %s", s.message().c_str());
+    if (progress_) progress_->stop();
+    if (transport_) close_data_plane();  // stop() did, unless start() failed half-way
+    worker_.reset();
+    server_.reset();
+    registry_.reset();
+    control_.reset();
+}
+
+}  // namespace afmesh

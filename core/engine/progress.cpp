@@ -1,0 +1,158 @@
+#include "progress.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+
+namespace afmesh {
+namespace {
+
+constexpr int kMaxEventsPerPoll = 64;
+// How long adaptive mode keeps spinning after the last activity: long enough
+// to cover one AF round trip on loopback, short enough not to starve a
+// 2-core machine.
+constexpr auto kAdaptiveSpin = std::chrono::microseconds(50);
+// Transports without a wait fd: how long the NetRecv thread naps between polls.
+constexpr auto kNapWithoutFd = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+bool parse_poll_mode(const std::string &name, PollMode *mode) {
+    if (name == "busy") *mode = PollMode::kBusy;
+    else if (name == "adaptive") *mode = PollMode::kAdaptive;
+    else if (name == "blocking") *mode = PollMode::kBlocking;
+    else return false;
+    return true;
+}
+
+Progress::Progress(const Module &transport, PollMode mode, Dispatch dispatch)
+    : transport_(transport), mode_(mode), dispatch_(std::move(dispatch)), events_(kMaxEventsPerPoll) {}
+
+Progress::~Progress() { stop(); }
+
+Status Progress::start(int cpu) {
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) return {Code::kError, "eventfd failed"};
+    thread_ = std::thread([this] { run(); });
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set) != 0)
+            AFMESH_LOG(AFMESH_LOG_WARN, "could not pin the NetRecv thread to core %d", cpu);
+    }
+    return Status::ok();
+}
+
+void Progress::stop() {
+    if (!thread_.joinable()) return;
+    stopping_.store(true);
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+    thread_.join();
+    close(wake_fd_);
+    wake_fd_ = -1;
+}
+
+int Progress::try_progress() {
+    std::unique_lock lock(poll_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    int n = transport_.net().poll(transport_.ctx(), events_.data(), kMaxEventsPerPoll);
+    if (n > 0) dispatch_(events_.data(), n);
+    return n;
+}
+
+void Progress::notify_waiters() {
+    // Pairs with the waiter's increment: either we see it, or it sees the
+    // state our caller just made ready.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers_.load() == 0) return;
+    std::lock_guard lock(wait_mu_);
+    wait_cv_.notify_all();
+}
+
+void Progress::set_mode(PollMode mode) {
+    mode_.store(mode, std::memory_order_relaxed);
+    // A NetRecv thread asleep in blocking mode must notice it should spin now.
+    uint64_t one = 1;
+    if (wake_fd_ >= 0) {
+        ssize_t ignored = write(wake_fd_, &one, sizeof one);
+        (void)ignored;
+    }
+}
+
+Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_point deadline) {
+    const PollMode mode = this->mode();
+    const auto spin_until = mode == PollMode::kBusy       ? deadline
+                            : mode == PollMode::kAdaptive ? Clock::now() + kAdaptiveSpin
+                                                          : Clock::now();
+    while (!ready()) {
+        auto now = Clock::now();
+        if (now >= deadline) return {Code::kTimeout, "timed out"};
+        if (now >= spin_until) break;
+        if (try_progress() == 0) cpu_relax();
+    }
+    if (ready()) return Status::ok();
+    // Sleep; the NetRecv thread makes progress and notifies.
+    sleepers_.fetch_add(1);
+    std::unique_lock lock(wait_mu_);
+    bool done = wait_cv_.wait_until(lock, deadline, ready);
+    sleepers_.fetch_sub(1);
+    return done ? Status::ok() : Status(Code::kTimeout, "timed out");
+}
+
+void Progress::sleep_on_transport() {
+    const afmesh_net_ops &ops = transport_.net();
+    int fd = -1;
+    if (!(transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD) || ops.get_wait_fd(transport_.ctx(), &fd) != 0) {
+        std::this_thread::sleep_for(kNapWithoutFd);
+        return;
+    }
+    {
+        // arm() and poll() must not run concurrently; a waiter may be polling.
+        std::lock_guard lock(poll_mu_);
+        if (ops.arm(transport_.ctx()) != AFMESH_HAL_OK) return;  // events pending: poll again first
+    }
+    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    ::poll(fds, 2, -1);
+    if (fds[1].revents & POLLIN) {
+        uint64_t count;
+        ssize_t ignored = read(wake_fd_, &count, sizeof count);
+        (void)ignored;
+    }
+}
+
+void Progress::run() {
+    auto last_activity = Clock::now();
+    while (!stopping_.load(std::memory_order_relaxed)) {
+        int n = try_progress();
+        if (n < 0) {
+            AFMESH_LOG(AFMESH_LOG_ERROR, "transport poll failed (%d); progress thread stops", n);
+            break;
+        }
+        if (n > 0) {
+            last_activity = Clock::now();
+            continue;
+        }
+        const PollMode mode = this->mode();
+        if (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < kAdaptiveSpin)) {
+            cpu_relax();
+            continue;
+        }
+        sleep_on_transport();
+        last_activity = Clock::now();
+    }
+}
+
+}  // namespace afmesh

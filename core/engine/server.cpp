@@ -1,0 +1,398 @@
+#include "server.h"
+
+#include <algorithm>
+
+#include "clock.h"
+#include "imm.h"
+#include "log.h"
+
+namespace afmesh {
+namespace {
+
+std::string worker_name(int32_t w) { return "worker " + std::to_string(w); }
+
+}  // namespace
+
+ServerEngine::ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers) : ctx_(ctx), rank_(rank) {
+    for (int32_t i = 0; i < num_workers; ++i) workers_.push_back(std::make_unique<Worker>());
+}
+
+ServerEngine::~ServerEngine() {
+    for (auto &worker : workers_) {
+        for (afmesh_request *r : worker->ready) delete r;
+        for (auto &[key, slice] : worker->slices) free_slice(slice);
+    }
+}
+
+void ServerEngine::free_slice(Slice &slice) {
+    if (!slice.owned) return;
+    (void)ctx_.registry.remove(slice.reg);
+    ctx_.device.device().mem_free(ctx_.device.ctx(), AFMESH_ALLOC_DEVICE, slice.ptr);
+    slice = Slice{};
+}
+
+bool ServerEngine::all_workers_attached() const {
+    return std::all_of(workers_.begin(), workers_.end(), [](const auto &w) { return w->outbox || w->failed.load(); });
+}
+
+Status ServerEngine::attach_worker(int32_t worker_rank, afmesh_net_conn *conn) {
+    if (worker_rank < 0 || worker_rank >= static_cast<int32_t>(workers_.size()))
+        return {Code::kInvalidArgument, "IDENT from unknown " + worker_name(worker_rank)};
+    Worker &worker = *workers_[worker_rank];
+    if (worker.outbox) return {Code::kInvalidArgument, "second connection from " + worker_name(worker_rank)};
+    worker.outbox = std::make_unique<Outbox>(ctx_.transport, conn);
+    for (const auto &[key, slice] : worker.slices) advertise(worker_rank, key, slice);
+    return Status::ok();
+}
+
+void ServerEngine::advertise(int32_t worker_rank, uint64_t key, const Slice &slice) {
+    Worker &worker = *workers_[worker_rank];
+    if (!worker.outbox || worker.failed.load()) return;  // sent when the worker attaches
+    wire::Advert advert;
+    advert.key = key;
+    advert.rkey = slice.reg->rkey;
+    advert.offset = slice.reg->offset_of(reinterpret_cast<uintptr_t>(slice.ptr));
+    advert.capacity = slice.capacity;
+    scratch_.clear();
+    wire::encode(advert, scratch_);
+    if (Status s = worker.outbox->send(scratch_); !s) fail_worker(worker_rank, s);
+}
+
+Status ServerEngine::register_recv_buffer(void *ptr, uint64_t bytes, uint32_t kind, int device,
+                                          const int32_t *worker_ranks, const uint64_t *keys, size_t count) {
+    if (count == 0 || !worker_ranks || !keys) return {Code::kInvalidArgument, "need at least one (worker, key) pair"};
+    if (bytes % count != 0)
+        return {Code::kInvalidArgument, std::to_string(bytes) + " bytes do not split into " + std::to_string(count) +
+                                            " equal slices"};
+    std::lock_guard lock(ctx_.mu);
+    for (size_t i = 0; i < count; ++i) {
+        if (worker_ranks[i] < 0 || worker_ranks[i] >= static_cast<int32_t>(workers_.size()))
+            return {Code::kInvalidArgument, worker_name(worker_ranks[i]) + " does not exist"};
+        auto &slices = workers_[worker_ranks[i]]->slices;
+        if (slices.count(keys[i]))
+            return {Code::kInvalidArgument, "key " + std::to_string(keys[i]) + " of " + worker_name(worker_ranks[i]) +
+                                                " already has a receive slice (registered, or created by an "
+                                                "earlier push); register receive buffers before the first push"};
+        for (size_t j = 0; j < i; ++j)
+            if (worker_ranks[j] == worker_ranks[i] && keys[j] == keys[i])
+                return {Code::kInvalidArgument, "key " + std::to_string(keys[i]) + " of " +
+                                                    worker_name(worker_ranks[i]) + " is listed twice"};
+    }
+    const Registration *reg = nullptr;
+    if (Status s = ctx_.registry.add(ptr, bytes, kind, device, &reg); !s) return s;
+    const uint64_t slice_bytes = bytes / count;
+    for (size_t i = 0; i < count; ++i) {
+        Slice slice;
+        slice.ptr = static_cast<uint8_t *>(ptr) + i * slice_bytes;
+        slice.capacity = slice_bytes;
+        slice.reg = reg;
+        workers_[worker_ranks[i]]->slices[keys[i]] = slice;
+        advertise(worker_ranks[i], keys[i], slice);
+    }
+    return Status::ok();
+}
+
+void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) {
+    Worker &worker = *workers_[worker_rank];
+    Slice &slice = worker.slices[req.key];
+    if (slice.readers > 0) return protocol_error(worker_rank, "ALLOC_REQ for a slice a request still reads");
+    // A user's slice cannot grow: advertise it as it is and let the worker report the mismatch.
+    if (!slice.ptr || (slice.owned && slice.capacity < req.bytes)) {
+        free_slice(slice);
+        const afmesh_device_ops &dev = ctx_.device.device();
+        void *ptr = nullptr;
+        take_module_error();
+        if (dev.mem_alloc(ctx_.device.ctx(), ctx_.device_id, AFMESH_ALLOC_DEVICE, std::max<uint64_t>(req.bytes, 1),
+                          &ptr) != AFMESH_HAL_OK) {
+            AFMESH_LOG(AFMESH_LOG_ERROR, "cannot allocate %llu bytes for key %llu of worker %d: %s",
+                       static_cast<unsigned long long>(req.bytes), static_cast<unsigned long long>(req.key),
+                       worker_rank, take_module_error().c_str());
+            worker.slices.erase(req.key);
+            return fail_worker(worker_rank, {Code::kNoMemory, "server could not allocate a receive slice"});
+        }
+        const Registration *reg = nullptr;
+        if (Status s = ctx_.registry.add(ptr, std::max<uint64_t>(req.bytes, 1), ctx_.device.device().mem_kind,
+                                         ctx_.device_id, &reg);
+            !s) {
+            dev.mem_free(ctx_.device.ctx(), AFMESH_ALLOC_DEVICE, ptr);
+            worker.slices.erase(req.key);
+            return fail_worker(worker_rank, s);
+        }
+        slice.ptr = ptr;
+        slice.capacity = req.bytes;
+        slice.reg = reg;
+        slice.owned = true;
+    }
+    advertise(worker_rank, req.key, slice);
+}
+
+void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req) {
+    Worker &worker = *workers_[worker_rank];
+    for (const wire::TensorMeta &t : req.pushes) {
+        auto it = worker.slices.find(t.key);
+        if (it == worker.slices.end() || !it->second.ptr || it->second.capacity < t.bytes)
+            return protocol_error(worker_rank, "REQUEST pushes key " + std::to_string(t.key) +
+                                                   " beyond its receive slice");
+    }
+    Inbound &in = worker.inbound[req.slot];
+    if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
+    in.have_request = true;
+    in.request = std::move(req);
+    complete_if_ready(worker_rank, in.request.slot);
+}
+
+void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len) {
+    switch (wire::peek_type(data, len).value_or(wire::Type::kIdent)) {
+    case wire::Type::kRequest: {
+        wire::Request req;
+        if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
+        return handle_request(worker_rank, std::move(req));
+    }
+    case wire::Type::kAllocReq: {
+        wire::AllocReq req;
+        if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
+        return handle_alloc(worker_rank, req);
+    }
+    default:
+        return protocol_error(worker_rank, "unexpected message type");
+    }
+}
+
+void ServerEngine::on_imm(int32_t worker_rank, uint32_t value) {
+    if (imm::direction(value) != imm::Direction::kPush)
+        return protocol_error(worker_rank, "response immediate sent to a server");
+    Inbound &in = workers_[worker_rank]->inbound[imm::slot(value)];
+    ++in.imms;
+    complete_if_ready(worker_rank, imm::slot(value));
+}
+
+void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
+    Worker &worker = *workers_[worker_rank];
+    auto it = worker.inbound.find(slot);
+    Inbound &in = it->second;
+    if (!in.have_request) return;
+    if (in.imms > in.request.pushes.size()) return protocol_error(worker_rank, "more immediates than pushes");
+    if (in.imms < in.request.pushes.size()) return;
+    auto *request = new afmesh_request();
+    request->worker = worker_rank;
+    request->slot = slot;
+    request->generation = in.request.generation;
+    request->arrived_ns = monotonic_ns();
+    for (const wire::TensorMeta &t : in.request.pushes) {
+        Slice &slice = worker.slices[t.key];
+        ++slice.readers;
+        afmesh_tensor view{};
+        view.data = slice.ptr;
+        view.bytes = t.bytes;
+        view.kind = static_cast<afmesh_mem_kind>(slice.reg->kind);
+        view.device = slice.reg->device;
+        view.dtype = t.dtype;
+        view.ndim = t.ndim;
+        std::copy(t.shape, t.shape + t.ndim, view.shape);
+        request->pushes.emplace_back(t.key, view);
+    }
+    request->pulls = std::move(in.request.pulls);
+    worker.inbound.erase(it);
+    worker.ready.push_back(request);
+    update_ready_counters();
+    ctx_.progress.notify_waiters();
+}
+
+void ServerEngine::update_ready_counters() {
+    int with = 0, failed = 0, unreported = 0;
+    for (const auto &w : workers_) {
+        with += !w->ready.empty();
+        failed += w->failed.load();
+        unreported += w->failed.load() && !w->failure_reported;
+    }
+    workers_with_requests_.store(with);
+    failed_workers_.store(failed);
+    unreported_failures_.store(unreported);
+}
+
+void ServerEngine::protocol_error(int32_t worker_rank, const std::string &what) {
+    AFMESH_LOG(AFMESH_LOG_ERROR, "%s violated the protocol: %s", worker_name(worker_rank).c_str(), what.c_str());
+    if (Outbox *outbox = workers_[worker_rank]->outbox.get())
+        ctx_.transport.net().close(ctx_.transport.ctx(), outbox->conn());
+    fail_worker(worker_rank, {Code::kPeerFailed, "protocol violation: " + what});
+}
+
+void ServerEngine::fail_worker(int32_t worker_rank, const Status &why) {
+    Worker &worker = *workers_[worker_rank];
+    if (worker.failed.load()) return;
+    AFMESH_LOG(AFMESH_LOG_INFO, "%s failed: %s", worker_name(worker_rank).c_str(), why.message().c_str());
+    worker.failure = why;
+    worker.failed.store(true);
+    worker.inbound.clear();
+    update_ready_counters();
+    ctx_.progress.notify_waiters();
+}
+
+void ServerEngine::on_write_done(int32_t worker_rank, uint64_t cookie) {
+    std::atomic<uint64_t> &done = workers_[worker_rank]->responses_completed;
+    if (cookie > done.load()) done.store(cookie);
+    ctx_.progress.notify_waiters();
+}
+
+void ServerEngine::flush() {
+    for (size_t w = 0; w < workers_.size(); ++w) {
+        Worker &worker = *workers_[w];
+        if (worker.failed.load() || !worker.outbox || worker.outbox->empty()) continue;
+        if (Status s = worker.outbox->flush(); !s) fail_worker(static_cast<int32_t>(w), s);
+    }
+}
+
+bool ServerEngine::batch_ready(afmesh_batch_mode mode) const {
+    if (mode == AFMESH_BATCH_ANY) return workers_with_requests_.load() > 0 || unreported_failures_.load() > 0;
+    return workers_with_requests_.load() == static_cast<int>(workers_.size()) || failed_workers_.load() > 0;
+}
+
+Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_request **requests, size_t capacity,
+                               size_t *count) {
+    if (!requests || !count) return {Code::kInvalidArgument, "null output"};
+    if (mode != AFMESH_BATCH_ALL_WORKERS && mode != AFMESH_BATCH_ANY)
+        return {Code::kInvalidArgument, "unknown batch mode " + std::to_string(mode)};
+    if (mode == AFMESH_BATCH_ALL_WORKERS && capacity < workers_.size())
+        return {Code::kInvalidArgument, "capacity " + std::to_string(capacity) + " cannot hold one request from each of " +
+                                            std::to_string(workers_.size()) + " workers"};
+    if (capacity == 0) return {Code::kInvalidArgument, "capacity 0"};
+    *count = 0;
+    auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+    if (!ctx_.progress.wait_until([&] { return batch_ready(mode); }, deadline))
+        return {Code::kTimeout, mode == AFMESH_BATCH_ANY ? "no request arrived in " + std::to_string(timeout_ms) + " ms"
+                                                         : "not every worker sent a request within " +
+                                                               std::to_string(timeout_ms) + " ms"};
+    std::lock_guard lock(ctx_.mu);
+    const uint64_t now = monotonic_ns();
+    auto take = [&](Worker &worker) {
+        afmesh_request *r = worker.ready.front();
+        worker.ready.pop_front();
+        r->processed_ns = now;
+        requests[(*count)++] = r;
+    };
+    if (mode == AFMESH_BATCH_ALL_WORKERS) {
+        for (size_t w = 0; w < workers_.size(); ++w)
+            if (workers_[w]->ready.empty())
+                return peer_failure(worker_name(static_cast<int32_t>(w)), workers_[w]->failure);
+        for (auto &worker : workers_) take(*worker);
+    } else {
+        for (bool progress = true; progress && *count < capacity;) {
+            progress = false;
+            for (auto &worker : workers_)
+                if (!worker->ready.empty() && *count < capacity) take(*worker), progress = true;
+        }
+        if (*count == 0) {
+            for (size_t w = 0; w < workers_.size(); ++w) {
+                Worker &worker = *workers_[w];
+                if (worker.failed.load() && !worker.failure_reported) {
+                    worker.failure_reported = true;
+                    update_ready_counters();
+                    return peer_failure(worker_name(static_cast<int32_t>(w)), worker.failure);
+                }
+            }
+        }
+    }
+    update_ready_counters();
+    return Status::ok();
+}
+
+Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tensors, size_t count) {
+    if (!request) return {Code::kInvalidArgument, "null request"};
+    if (count && !tensors) return {Code::kInvalidArgument, "null tensors"};
+    uint64_t cookie = 0;
+    Worker *worker = nullptr;
+    {
+        std::lock_guard lock(ctx_.mu);
+        if (request->worker < 0 || request->worker >= static_cast<int32_t>(workers_.size()))
+            return {Code::kInvalidArgument, "not a request of this server"};
+        worker = workers_[request->worker].get();
+        if (count != request->pulls.size())
+            return {Code::kInvalidArgument, "the request has " + std::to_string(request->pulls.size()) +
+                                                " pull slots, the response " + std::to_string(count) + " tensors"};
+        std::vector<const Registration *> regs(count, nullptr);
+        for (size_t i = 0; i < count; ++i) {
+            const afmesh_tensor &t = tensors[i];
+            if (t.bytes > request->pulls[i].tensor.bytes)
+                return {Code::kInvalidArgument, "response tensor " + std::to_string(i) + " (" + std::to_string(t.bytes) +
+                                                    " bytes) exceeds the worker's pull buffer of " +
+                                                    std::to_string(request->pulls[i].tensor.bytes) + " bytes"};
+            if (t.bytes && !t.data) return {Code::kInvalidArgument, "response tensor " + std::to_string(i) + " has no data"};
+            if (t.bytes)
+                if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &regs[i]); !s) return s;
+        }
+        for (const auto &[key, view] : request->pushes) {
+            Slice &slice = worker->slices[key];
+            if (slice.readers) --slice.readers;
+        }
+        if (worker->failed.load()) {
+            Status failure = peer_failure(worker_name(request->worker), worker->failure);
+            delete request;
+            return failure;
+        }
+        const uint16_t generation = request->generation;
+        for (size_t i = 0; i < count; ++i) {
+            const bool last = i + 1 == count;
+            if (last) cookie = ++worker->responses_posted;
+            Status s = worker->outbox->write(tensors[i].data, tensors[i].bytes, regs[i] ? regs[i]->mr : nullptr,
+                                             request->pulls[i].rkey, request->pulls[i].offset,
+                                             imm::encode(imm::Direction::kResponse, request->slot, generation),
+                                             last ? AFMESH_NET_SIGNAL : 0, cookie);
+            if (!s) {
+                const int32_t worker_rank = request->worker;
+                fail_worker(worker_rank, s);
+                delete request;
+                return peer_failure(worker_name(worker_rank), s);
+            }
+        }
+        wire::Response response;
+        response.slot = request->slot;
+        response.generation = generation;
+        response.arrived_ns = request->arrived_ns;
+        response.processed_ns = request->processed_ns;
+        response.responded_ns = monotonic_ns();
+        for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
+        scratch_.clear();
+        wire::encode(response, scratch_);
+        Status sent = worker->outbox->send(scratch_);
+        const int32_t worker_rank = request->worker;
+        delete request;
+        if (!sent) {
+            fail_worker(worker_rank, sent);
+            return peer_failure(worker_name(worker_rank), sent);
+        }
+    }
+    if (cookie == 0) return Status::ok();
+    // Return only once the response buffers may be reused.
+    auto done = [worker, cookie] { return worker->responses_completed.load() >= cookie || worker->failed.load(); };
+    (void)ctx_.progress.wait_until(done, Clock::time_point::max());
+    return Status::ok();
+}
+
+Status ServerEngine::respond_vec(const afmesh_tensor &buffer, const int64_t *counts, afmesh_request *const *requests,
+                                 size_t num_requests) {
+    if (!counts || !requests) return {Code::kInvalidArgument, "null counts or requests"};
+    if (buffer.ndim == 0 || buffer.shape[0] <= 0)
+        return {Code::kInvalidArgument, "respond_vec needs a buffer with rows (shape[0] > 0)"};
+    const uint64_t rows = static_cast<uint64_t>(buffer.shape[0]);
+    if (buffer.bytes % rows != 0) return {Code::kInvalidArgument, "buffer bytes are not a whole number of rows"};
+    const uint64_t row_bytes = buffer.bytes / rows;
+    uint64_t offset = 0;
+    for (size_t i = 0; i < num_requests; ++i) {
+        if (counts[i] < 0 || offset + static_cast<uint64_t>(counts[i]) > rows)
+            return {Code::kInvalidArgument, "counts exceed the buffer's " + std::to_string(rows) + " rows"};
+        offset += static_cast<uint64_t>(counts[i]);
+    }
+    offset = 0;
+    for (size_t i = 0; i < num_requests; ++i) {
+        afmesh_tensor slice = buffer;
+        slice.data = static_cast<uint8_t *>(buffer.data) + offset * row_bytes;
+        slice.shape[0] = counts[i];
+        slice.bytes = static_cast<uint64_t>(counts[i]) * row_bytes;
+        offset += static_cast<uint64_t>(counts[i]);
+        if (Status s = respond(requests[i], &slice, 1); !s)
+            return {s.code(), "request " + std::to_string(i) + ": " + s.message()};
+    }
+    return Status::ok();
+}
+
+}  // namespace afmesh

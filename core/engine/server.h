@@ -1,0 +1,103 @@
+// The server (FFN) side of the AF data path: receive slices, get_batch,
+// respond.
+//
+// A request from a worker is complete when its REQUEST message and one
+// immediate per push tensor have arrived, in any order. Its push tensors are
+// views of the receive slices; responding writes each answer straight into
+// the worker's pull buffer, then sends a RESPONSE with the real lengths,
+// which also hands the slices back to the worker (credit).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "afmesh/afmesh.h"
+#include "engine_context.h"
+#include "outbox.h"
+#include "wire.h"
+
+struct afmesh_request {
+    int32_t worker = -1;
+    uint16_t slot = 0, generation = 0;
+    std::vector<std::pair<uint64_t, afmesh_tensor>> pushes;
+    std::vector<afmesh::wire::PullMeta> pulls;
+    uint64_t arrived_ns = 0, processed_ns = 0;
+};
+
+namespace afmesh {
+
+class ServerEngine {
+public:
+    ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers);
+    ~ServerEngine();
+
+    int32_t rank() const { return rank_; }
+
+    Status register_recv_buffer(void *ptr, uint64_t bytes, uint32_t kind, int device, const int32_t *worker_ranks,
+                                const uint64_t *keys, size_t count);
+    Status get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_request **requests, size_t capacity,
+                     size_t *count);
+    Status respond(afmesh_request *request, const afmesh_tensor *tensors, size_t count);
+    Status respond_vec(const afmesh_tensor &buffer, const int64_t *counts, afmesh_request *const *requests,
+                       size_t num_requests);
+
+    // Called by the node, with ctx.mu held.
+    /** A worker's IDENT arrived on `conn`. */
+    Status attach_worker(int32_t worker, afmesh_net_conn *conn);
+    void on_message(int32_t worker, const void *data, size_t len);
+    void on_imm(int32_t worker, uint32_t imm);
+    void on_write_done(int32_t worker, uint64_t cookie);
+    void fail_worker(int32_t worker, const Status &why);
+    void flush();
+    bool all_workers_attached() const;
+
+private:
+    struct Slice {
+        void *ptr = nullptr;
+        uint64_t capacity = 0;
+        const Registration *reg = nullptr;
+        bool owned = false;     // allocated by a rendezvous (freed by us), not the user's
+        uint32_t readers = 0;   // requests handed out and not yet answered
+    };
+    struct Inbound {
+        uint32_t imms = 0;
+        bool have_request = false;
+        wire::Request request;
+    };
+    struct Worker {
+        std::unique_ptr<Outbox> outbox;
+        std::atomic<bool> failed{false};  // also read by respond() while it waits, without the lock
+        bool failure_reported = false;    // by get_batch in ANY mode
+        Status failure;
+        std::unordered_map<uint64_t, Slice> slices;
+        std::unordered_map<uint16_t, Inbound> inbound;  // by slot
+        std::deque<afmesh_request *> ready;
+        uint64_t responses_posted = 0;                 // cookie of the last signalled response write
+        std::atomic<uint64_t> responses_completed{0};  // highest cookie completed locally
+    };
+
+    void advertise(int32_t worker, uint64_t key, const Slice &slice);
+    void handle_alloc(int32_t worker, const wire::AllocReq &req);
+    void handle_request(int32_t worker, wire::Request &&req);
+    void complete_if_ready(int32_t worker, uint16_t slot);
+    void protocol_error(int32_t worker, const std::string &what);
+    void free_slice(Slice &slice);
+    bool batch_ready(afmesh_batch_mode mode) const;
+    void update_ready_counters();
+
+    EngineContext ctx_;
+    const int32_t rank_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    std::vector<uint8_t> scratch_;
+    // Read by waiters without the lock.
+    std::atomic<int> workers_with_requests_{0};
+    std::atomic<int> failed_workers_{0};
+    std::atomic<int> unreported_failures_{0};
+};
+
+}  // namespace afmesh

@@ -1,0 +1,184 @@
+#include "wire.h"
+
+#include "byte_codec.h"
+
+namespace afmesh::wire {
+namespace {
+
+constexpr uint32_t kMaxTensorsPerMessage = 1 << 16;
+
+Status malformed(const char *what) { return {Code::kPeerFailed, std::string("malformed ") + what + " message"}; }
+
+void put_rkey(ByteWriter &w, const afmesh_net_rkey &k) {
+    w.u64(k.key);
+    w.u64(k.addr);
+}
+
+afmesh_net_rkey get_rkey(ByteReader &r) {
+    afmesh_net_rkey k;
+    k.key = r.u64();
+    k.addr = r.u64();
+    return k;
+}
+
+void put_tensor(ByteWriter &w, const TensorMeta &t) {
+    w.u64(t.key);
+    w.u64(t.bytes);
+    w.u8(t.dtype.code);
+    w.u8(t.dtype.bits);
+    w.u16(t.dtype.lanes);
+    w.u8(static_cast<uint8_t>(t.ndim));
+    for (uint32_t i = 0; i < t.ndim; ++i) w.i64(t.shape[i]);
+}
+
+bool get_tensor(ByteReader &r, TensorMeta *t) {
+    t->key = r.u64();
+    t->bytes = r.u64();
+    t->dtype.code = r.u8();
+    t->dtype.bits = r.u8();
+    t->dtype.lanes = r.u16();
+    t->ndim = r.u8();
+    if (!r.ok() || t->ndim > AFMESH_MAX_DIMS || t->bytes >= kMaxTensorBytes) return false;
+    for (uint32_t i = 0; i < t->ndim; ++i) t->shape[i] = r.i64();
+    return r.ok();
+}
+
+// Reads a count and checks it against what the remaining bytes could hold.
+bool get_count(ByteReader &r, size_t min_item_bytes, uint32_t *count) {
+    *count = r.u32();
+    return r.ok() && *count <= kMaxTensorsPerMessage && size_t{*count} * min_item_bytes <= r.remaining();
+}
+
+ByteReader open(const void *data, size_t len, Type expected) {
+    ByteReader r(data, len);
+    if (r.u8() != static_cast<uint8_t>(expected)) r.invalidate();
+    return r;
+}
+
+}  // namespace
+
+std::optional<Type> peek_type(const void *data, size_t len) {
+    if (len == 0) return std::nullopt;
+    uint8_t t = *static_cast<const uint8_t *>(data);
+    if (t < static_cast<uint8_t>(Type::kIdent) || t > static_cast<uint8_t>(Type::kBye)) return std::nullopt;
+    return static_cast<Type>(t);
+}
+
+void encode_bye(std::vector<uint8_t> &out) { out.push_back(static_cast<uint8_t>(Type::kBye)); }
+
+void encode(const Ident &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kIdent));
+    w.u32(kMagic);
+    w.u16(m.version);
+    w.i32(m.worker_rank);
+}
+
+Status decode(const void *data, size_t len, Ident *m) {
+    ByteReader r = open(data, len, Type::kIdent);
+    uint32_t magic = r.u32();
+    m->version = r.u16();
+    m->worker_rank = r.i32();
+    if (!r.done() || magic != kMagic) return malformed("IDENT");
+    if (m->version != kProtocolVersion)
+        return {Code::kUnsupportedVersion, "peer speaks data protocol " + std::to_string(m->version) + ", this node " +
+                                               std::to_string(kProtocolVersion)};
+    return Status::ok();
+}
+
+void encode(const Advert &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kAdvert));
+    w.u64(m.key);
+    put_rkey(w, m.rkey);
+    w.u64(m.offset);
+    w.u64(m.capacity);
+}
+
+Status decode(const void *data, size_t len, Advert *m) {
+    ByteReader r = open(data, len, Type::kAdvert);
+    m->key = r.u64();
+    m->rkey = get_rkey(r);
+    m->offset = r.u64();
+    m->capacity = r.u64();
+    return r.done() && m->capacity < kMaxTensorBytes ? Status::ok() : malformed("ADVERT");
+}
+
+void encode(const AllocReq &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kAllocReq));
+    w.u64(m.key);
+    w.u64(m.bytes);
+}
+
+Status decode(const void *data, size_t len, AllocReq *m) {
+    ByteReader r = open(data, len, Type::kAllocReq);
+    m->key = r.u64();
+    m->bytes = r.u64();
+    return r.done() && m->bytes < kMaxTensorBytes ? Status::ok() : malformed("ALLOC_REQ");
+}
+
+void encode(const Request &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kRequest));
+    w.u16(m.slot);
+    w.u16(m.generation);
+    w.u64(m.posted_ns);
+    w.u32(static_cast<uint32_t>(m.pushes.size()));
+    for (const TensorMeta &t : m.pushes) put_tensor(w, t);
+    w.u32(static_cast<uint32_t>(m.pulls.size()));
+    for (const PullMeta &p : m.pulls) {
+        put_tensor(w, p.tensor);
+        put_rkey(w, p.rkey);
+        w.u64(p.offset);
+    }
+}
+
+Status decode(const void *data, size_t len, Request *m) {
+    constexpr size_t kMinTensor = 8 + 8 + 4 + 1;
+    ByteReader r = open(data, len, Type::kRequest);
+    m->slot = r.u16();
+    m->generation = r.u16();
+    m->posted_ns = r.u64();
+    uint32_t n = 0;
+    if (!get_count(r, kMinTensor, &n)) return malformed("REQUEST");
+    m->pushes.resize(n);
+    for (TensorMeta &t : m->pushes)
+        if (!get_tensor(r, &t)) return malformed("REQUEST");
+    if (!get_count(r, kMinTensor + 24, &n)) return malformed("REQUEST");
+    m->pulls.resize(n);
+    for (PullMeta &p : m->pulls) {
+        if (!get_tensor(r, &p.tensor)) return malformed("REQUEST");
+        p.rkey = get_rkey(r);
+        p.offset = r.u64();
+    }
+    return r.done() ? Status::ok() : malformed("REQUEST");
+}
+
+void encode(const Response &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kResponse));
+    w.u16(m.slot);
+    w.u16(m.generation);
+    w.u64(m.arrived_ns);
+    w.u64(m.processed_ns);
+    w.u64(m.responded_ns);
+    w.u32(static_cast<uint32_t>(m.pull_bytes.size()));
+    for (uint64_t b : m.pull_bytes) w.u64(b);
+}
+
+Status decode(const void *data, size_t len, Response *m) {
+    ByteReader r = open(data, len, Type::kResponse);
+    m->slot = r.u16();
+    m->generation = r.u16();
+    m->arrived_ns = r.u64();
+    m->processed_ns = r.u64();
+    m->responded_ns = r.u64();
+    uint32_t n = 0;
+    if (!get_count(r, 8, &n)) return malformed("RESPONSE");
+    m->pull_bytes.resize(n);
+    for (uint64_t &b : m->pull_bytes) b = r.u64();
+    return r.done() ? Status::ok() : malformed("RESPONSE");
+}
+
+}  // namespace afmesh::wire

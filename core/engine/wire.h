@@ -1,0 +1,96 @@
+// Data-plane messages between workers and servers, carried by the
+// transport's two-sided send. Tensor bytes never travel here: they move with
+// one write_imm each into pre-advertised slices (see imm.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "afmesh/afmesh.h"
+#include "afmesh/hal/transport.h"
+#include "status.h"
+
+namespace afmesh::wire {
+
+constexpr uint32_t kMagic = 0x444d4641;  // "AFMD"
+constexpr uint16_t kProtocolVersion = 1;
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
+
+enum class Type : uint8_t {
+    kIdent = 1,     // worker -> server, first message on a connection
+    kAdvert = 2,    // server -> worker: a receive slice for one key
+    kAllocReq = 3,  // worker -> server: please provide a slice of at least `bytes` for `key`
+    kRequest = 4,   // worker -> server: one push-pull's metadata
+    kResponse = 5,  // server -> worker: the answer's lengths and timestamps
+    kBye = 6,       // either way: this node is stopping; the connection closes next
+};
+
+struct Ident {
+    uint16_t version = kProtocolVersion;
+    int32_t worker_rank = -1;
+};
+
+struct Advert {
+    uint64_t key = 0;
+    afmesh_net_rkey rkey{};
+    uint64_t offset = 0;  // of the slice inside the registration
+    uint64_t capacity = 0;
+};
+
+struct AllocReq {
+    uint64_t key = 0;
+    uint64_t bytes = 0;
+};
+
+/** Tensor metadata as it travels: everything but the data pointer. */
+struct TensorMeta {
+    uint64_t key = 0;
+    uint64_t bytes = 0;
+    afmesh_dtype dtype{};
+    uint32_t ndim = 0;
+    int64_t shape[AFMESH_MAX_DIMS] = {};
+};
+
+/** A pull slot: where in the worker the server writes its answer. */
+struct PullMeta {
+    TensorMeta tensor;  // bytes = capacity
+    afmesh_net_rkey rkey{};
+    uint64_t offset = 0;
+};
+
+struct Request {
+    uint16_t slot = 0, generation = 0;
+    uint64_t posted_ns = 0;
+    std::vector<TensorMeta> pushes;
+    std::vector<PullMeta> pulls;
+};
+
+struct Response {
+    uint16_t slot = 0, generation = 0;
+    uint64_t arrived_ns = 0, processed_ns = 0, responded_ns = 0;
+    std::vector<uint64_t> pull_bytes;
+};
+
+/** BYE has no body: the type byte is the whole message. */
+void encode_bye(std::vector<uint8_t> &out);
+
+// Encoders append a whole message (type byte first) to `out`.
+void encode(const Ident &m, std::vector<uint8_t> &out);
+void encode(const Advert &m, std::vector<uint8_t> &out);
+void encode(const AllocReq &m, std::vector<uint8_t> &out);
+void encode(const Request &m, std::vector<uint8_t> &out);
+void encode(const Response &m, std::vector<uint8_t> &out);
+
+/** The message type, or nullopt for an empty or unknown message. */
+std::optional<Type> peek_type(const void *data, size_t len);
+
+// Decoders check every field against the buffer and the protocol's limits;
+// a failure names what was wrong.
+Status decode(const void *data, size_t len, Ident *m);
+Status decode(const void *data, size_t len, Advert *m);
+Status decode(const void *data, size_t len, AllocReq *m);
+Status decode(const void *data, size_t len, Request *m);
+Status decode(const void *data, size_t len, Response *m);
+
+}  // namespace afmesh::wire

@@ -1,0 +1,420 @@
+#include "worker.h"
+
+#include <algorithm>
+
+#include "clock.h"
+#include "imm.h"
+#include "log.h"
+
+namespace afmesh {
+namespace {
+
+constexpr size_t kMaxOpsInFlight = 4096;
+
+uint16_t slot_of(afmesh_handle h) { return static_cast<uint16_t>(h & 0xffff); }
+uint32_t sequence_of(afmesh_handle h) { return static_cast<uint32_t>(h >> 16); }
+uint16_t generation_of(uint32_t sequence) { return static_cast<uint16_t>(sequence & imm::kGenerationMask); }
+
+Status check_tensor(const afmesh_tensor &t, const char *what, size_t index) {
+    auto bad = [&](const std::string &why) {
+        return Status(Code::kInvalidArgument, std::string(what) + " " + std::to_string(index) + ": " + why);
+    };
+    if (t.bytes >= wire::kMaxTensorBytes) return bad("size must be below 2^48 bytes");
+    if (t.bytes > 0 && !t.data) return bad("null data pointer");
+    if (t.ndim > AFMESH_MAX_DIMS) return bad("more than " + std::to_string(AFMESH_MAX_DIMS) + " dimensions");
+    if (static_cast<uint32_t>(t.kind) >= AFMESH_MEM_KIND_COUNT) return bad("unknown memory kind");
+    return Status::ok();
+}
+
+wire::TensorMeta meta_of(uint64_t key, const afmesh_tensor &t) {
+    wire::TensorMeta m;
+    m.key = key;
+    m.bytes = t.bytes;
+    m.dtype = t.dtype;
+    m.ndim = t.ndim;
+    std::copy(t.shape, t.shape + t.ndim, m.shape);
+    return m;
+}
+
+}  // namespace
+
+WorkerEngine::WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers)
+    : ctx_(ctx), rank_(rank), servers_(num_servers), ops_(kMaxOpsInFlight) {
+    for (size_t i = 0; i < kMaxOpsInFlight; ++i) free_slots_.push_back(static_cast<uint16_t>(i));
+}
+
+void WorkerEngine::attach_server(int32_t server, afmesh_net_conn *conn) {
+    servers_[server].outbox = std::make_unique<Outbox>(ctx_.transport, conn);
+}
+
+Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
+                              size_t num_pull) const {
+    const int32_t n = static_cast<int32_t>(servers_.size());
+    if ((num_push && !push) || (num_pull && !pull)) return {Code::kInvalidArgument, "null push or pull array"};
+    if (num_push + num_pull == 0) return {Code::kInvalidArgument, "a push-pull needs at least one push or pull"};
+    for (size_t i = 0; i < num_push; ++i) {
+        if (Status s = check_tensor(push[i].tensor, "push", i); !s) return s;
+        if (push[i].num_servers && !push[i].servers) return {Code::kInvalidArgument, "push " + std::to_string(i) + ": null server list"};
+        for (uint32_t j = 0; j < push[i].num_servers; ++j)
+            if (push[i].servers[j] < 0 || push[i].servers[j] >= n)
+                return {Code::kInvalidArgument, "push " + std::to_string(i) + ": server " +
+                                                    std::to_string(push[i].servers[j]) + " does not exist (" +
+                                                    std::to_string(n) + " servers)"};
+    }
+    for (size_t i = 0; i < num_pull; ++i) {
+        if (Status s = check_tensor(pull[i].tensor, "pull", i); !s) return s;
+        if (pull[i].server < 0 || pull[i].server >= n)
+            return {Code::kInvalidArgument, "pull " + std::to_string(i) + ": server " +
+                                                std::to_string(pull[i].server) + " does not exist"};
+    }
+    return Status::ok();
+}
+
+Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
+                              size_t num_pull) {
+    op.pushes.clear();
+    op.pulls.clear();
+    op.parts.clear();
+    std::vector<int32_t> part_of(servers_.size(), -1);
+    auto part_for = [&](int32_t server) -> Part & {
+        if (part_of[server] < 0) {
+            part_of[server] = static_cast<int32_t>(op.parts.size());
+            op.parts.emplace_back();
+            op.parts.back().server = server;
+            op.parts.back().trace.server = server;
+        }
+        return op.parts[part_of[server]];
+    };
+    for (size_t i = 0; i < num_push; ++i) {
+        const afmesh_tensor &t = push[i].tensor;
+        afmesh_net_mr *mr = nullptr;
+        if (t.bytes > 0) {
+            const Registration *reg = nullptr;
+            if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &reg); !s) return s;
+            mr = reg->mr;
+        }
+        op.pushes.push_back({push[i].key, t, mr});
+        if (push[i].num_servers == 0) {
+            for (size_t s = 0; s < servers_.size(); ++s) part_for(static_cast<int32_t>(s)).pushes.push_back(i);
+        } else {
+            for (uint32_t j = 0; j < push[i].num_servers; ++j) {
+                Part &p = part_for(push[i].servers[j]);
+                if (p.pushes.empty() || p.pushes.back() != i) p.pushes.push_back(i);  // a server listed twice gets it once
+            }
+        }
+    }
+    for (size_t i = 0; i < num_pull; ++i) {
+        const afmesh_tensor &t = pull[i].tensor;
+        const Registration *reg = nullptr;
+        if (t.bytes > 0)
+            if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &reg); !s) return s;
+        op.pulls.push_back({pull[i].key, t, pull[i].server, reg, 0});
+        part_for(pull[i].server).pulls.push_back(i);
+    }
+    for (const Part &p : op.parts) {
+        const Server &server = servers_[p.server];
+        if (server.failed) return peer_failure("server " + std::to_string(p.server), server.failure);
+        for (size_t a = 0; a < p.pushes.size(); ++a)
+            for (size_t b = a + 1; b < p.pushes.size(); ++b)
+                if (op.pushes[p.pushes[a]].key == op.pushes[p.pushes[b]].key)
+                    return {Code::kInvalidArgument, "key " + std::to_string(op.pushes[p.pushes[a]].key) +
+                                                        " is pushed twice to server " + std::to_string(p.server) +
+                                                        " in one push-pull"};
+    }
+    return Status::ok();
+}
+
+Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
+                               afmesh_handle *handle) {
+    if (!handle) return {Code::kInvalidArgument, "null handle pointer"};
+    if (Status s = validate(push, num_push, pull, num_pull); !s) return s;
+    std::lock_guard lock(ctx_.mu);
+    if (free_slots_.empty())
+        return {Code::kNoMemory, "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) +
+                                     "); wait for some first"};
+    uint16_t slot = free_slots_.front();
+    Op &op = ops_[slot];
+    if (Status s = build_op(op, push, num_push, pull, num_pull); !s) return s;
+    free_slots_.pop_front();
+    op.in_use = true;
+    op.retired = false;
+    op.sequence = next_sequence_++;
+    op.error = Status::ok();
+    op.state.store(kPending);
+    *handle = (static_cast<afmesh_handle>(op.sequence) << 16) | slot;
+    for (uint32_t i = 0; i < op.parts.size(); ++i) {
+        Server &server = servers_[op.parts[i].server];
+        // Behind parked work for the same server, nothing overtakes.
+        if (!server.parked.empty() || !advance(slot, op.parts[i])) server.parked.push_back({slot, i, op.sequence});
+        if (!op.error.is_ok()) break;
+    }
+    finish_if_settled(slot);
+    return Status::ok();
+}
+
+bool WorkerEngine::slices_ready(uint16_t slot, const Part &part) {
+    Op &op = ops_[slot];
+    Server &server = servers_[part.server];
+    bool ready = true;
+    for (uint32_t i : part.pushes) {
+        const PushSpec &push = op.pushes[i];
+        RemoteSlice &slice = server.slices[push.key];
+        if (slice.known && slice.advert.capacity < push.tensor.bytes && slice.refused_bytes >= push.tensor.bytes) {
+            fail_op(slot, {Code::kInvalidArgument, "push of key " + std::to_string(push.key) + " (" +
+                                                     std::to_string(push.tensor.bytes) + " bytes) exceeds server " +
+                                                     std::to_string(part.server) + "'s receive slice of " +
+                                                     std::to_string(slice.advert.capacity) + " bytes"});
+            return false;
+        }
+        if (!slice.known || slice.advert.capacity < push.tensor.bytes) {
+            // Rendezvous: the server provides (or grows) a slice for this key.
+            if (!slice.alloc_pending) {
+                scratch_.clear();
+                wire::encode(wire::AllocReq{push.key, push.tensor.bytes}, scratch_);
+                if (Status s = server.outbox->send(scratch_); !s) {
+                    fail_server(part.server, s);
+                    return false;
+                }
+                slice.alloc_pending = true;
+                slice.requested_bytes = push.tensor.bytes;
+            }
+            ready = false;
+        } else if (slice.busy_slot >= 0 && slice.busy_slot != slot) {
+            ready = false;  // credit: the server still reads the previous push of this key
+        }
+    }
+    return ready;
+}
+
+bool WorkerEngine::advance(uint16_t slot, Part &part) {
+    Op &op = ops_[slot];
+    if (!slices_ready(slot, part)) return !op.error.is_ok();  // a failed op stops waiting for slices
+    Server &server = servers_[part.server];
+    const uint16_t generation = generation_of(op.sequence);
+    wire::Request request;
+    request.slot = slot;
+    request.generation = generation;
+    for (uint32_t i : part.pushes) request.pushes.push_back(meta_of(op.pushes[i].key, op.pushes[i].tensor));
+    for (uint32_t i : part.pulls) {
+        const PullSpec &pull = op.pulls[i];
+        wire::PullMeta meta;
+        meta.tensor = meta_of(pull.key, pull.tensor);
+        if (pull.reg) {
+            meta.rkey = pull.reg->rkey;
+            meta.offset = pull.reg->offset_of(reinterpret_cast<uintptr_t>(pull.tensor.data));
+        }
+        request.pulls.push_back(meta);
+    }
+    request.posted_ns = monotonic_ns();
+    scratch_.clear();
+    wire::encode(request, scratch_);
+    if (scratch_.size() > ctx_.transport.net_caps().max_send_size) {
+        fail_op(slot, {Code::kInvalidArgument, "the request's metadata (" + std::to_string(scratch_.size()) +
+                                                 " bytes) exceeds the transport's message limit of " +
+                                                 std::to_string(ctx_.transport.net_caps().max_send_size) +
+                                                 "; use fewer tensors per push-pull"});
+        return true;
+    }
+    for (uint32_t i : part.pushes) {
+        const PushSpec &push = op.pushes[i];
+        RemoteSlice &slice = server.slices[push.key];
+        slice.busy_slot = slot;
+        Status s = server.outbox->write(push.tensor.data, push.tensor.bytes, push.mr, slice.advert.rkey,
+                                        slice.advert.offset, imm::encode(imm::Direction::kPush, slot, generation), 0, 0);
+        if (!s) {
+            fail_server(part.server, s);
+            return true;
+        }
+    }
+    part.trace.posted = request.posted_ns;
+    if (Status s = server.outbox->send(scratch_); !s) {
+        fail_server(part.server, s);
+        return true;
+    }
+    part.request_sent = true;
+    return true;
+}
+
+void WorkerEngine::advance_parked(int32_t server_rank) {
+    Server &server = servers_[server_rank];
+    while (!server.parked.empty()) {
+        Parked p = server.parked.front();
+        Op &op = ops_[p.slot];
+        bool live = op.in_use && op.sequence == p.sequence && op.error.is_ok();
+        if (live && !advance(p.slot, op.parts[p.part])) return;
+        server.parked.pop_front();
+        if (op.in_use && op.sequence == p.sequence) finish_if_settled(p.slot);
+    }
+}
+
+void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len) {
+    Server &server = servers_[server_rank];
+    auto type = wire::peek_type(data, len);
+    if (type == wire::Type::kAdvert) {
+        wire::Advert advert;
+        if (Status s = wire::decode(data, len, &advert); !s) return protocol_error(server_rank, s.message());
+        RemoteSlice &slice = server.slices[advert.key];
+        if (slice.alloc_pending && advert.capacity < slice.requested_bytes) slice.refused_bytes = slice.requested_bytes;
+        slice.known = true;
+        slice.alloc_pending = false;
+        slice.advert = advert;
+        advance_parked(server_rank);
+        return;
+    }
+    if (type != wire::Type::kResponse) return protocol_error(server_rank, "unexpected message type");
+    wire::Response response;
+    if (Status s = wire::decode(data, len, &response); !s) return protocol_error(server_rank, s.message());
+    Op &op = ops_[response.slot % kMaxOpsInFlight];
+    auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
+    if (!op.in_use || generation_of(op.sequence) != response.generation || part == op.parts.end() ||
+        !part->request_sent || part->response_arrived || response.pull_bytes.size() != part->pulls.size())
+        return protocol_error(server_rank, "RESPONSE for no request in flight");
+    for (size_t i = 0; i < part->pulls.size(); ++i) {
+        PullSpec &pull = op.pulls[part->pulls[i]];
+        if (response.pull_bytes[i] > pull.tensor.bytes)
+            return protocol_error(server_rank, "RESPONSE longer than the pull buffer");
+        pull.received_bytes = response.pull_bytes[i];
+    }
+    part->response_arrived = true;
+    part->trace.arrived = response.arrived_ns;
+    part->trace.processed = response.processed_ns;
+    part->trace.responded = response.responded_ns;
+    complete_part_if_done(response.slot, *part);
+}
+
+void WorkerEngine::on_imm(int32_t server_rank, uint32_t value) {
+    Op &op = ops_[imm::slot(value) % kMaxOpsInFlight];
+    auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
+    if (imm::direction(value) != imm::Direction::kResponse || !op.in_use ||
+        generation_of(op.sequence) != imm::generation(value) || part == op.parts.end() ||
+        part->imms >= part->pulls.size())
+        return protocol_error(server_rank, "unexpected immediate " + std::to_string(value));
+    ++part->imms;
+    complete_part_if_done(imm::slot(value), *part);
+}
+
+void WorkerEngine::complete_part_if_done(uint16_t slot, Part &part) {
+    if (part.done || !part.response_arrived || part.imms < part.pulls.size()) return;
+    part.done = true;
+    part.trace.completed = monotonic_ns();
+    Op &op = ops_[slot];
+    Server &server = servers_[part.server];
+    for (uint32_t i : part.pushes) {
+        RemoteSlice &slice = server.slices[op.pushes[i].key];
+        if (slice.busy_slot == slot) slice.busy_slot = -1;
+    }
+    finish_if_settled(slot);
+    advance_parked(part.server);
+}
+
+void WorkerEngine::finish_if_settled(uint16_t slot) {
+    Op &op = ops_[slot];
+    if (op.state.load() != kPending) return;
+    for (const Part &part : op.parts) {
+        if (part.done || servers_[part.server].failed) continue;
+        // Posted: the server owes an answer (and may still write into the
+        // pull buffers). Not posted: it still will be, unless the op failed.
+        if (part.request_sent || op.error.is_ok()) return;
+    }
+    op.state.store(op.error.is_ok() ? kDone : kFailed);
+    ctx_.progress.notify_waiters();
+}
+
+void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
+    Op &op = ops_[slot];
+    if (op.error.is_ok()) op.error = why;
+    finish_if_settled(slot);
+}
+
+void WorkerEngine::protocol_error(int32_t server, const std::string &what) {
+    AFMESH_LOG(AFMESH_LOG_ERROR, "server %d violated the protocol: %s", server, what.c_str());
+    if (Outbox *outbox = servers_[server].outbox.get()) ctx_.transport.net().close(ctx_.transport.ctx(), outbox->conn());
+    fail_server(server, {Code::kPeerFailed, "protocol violation: " + what});
+}
+
+void WorkerEngine::fail_server(int32_t server_rank, const Status &why) {
+    Server &server = servers_[server_rank];
+    if (server.failed) return;
+    server.failed = true;
+    server.failure = why;
+    server.parked.clear();
+    Status status = peer_failure("server " + std::to_string(server_rank), why);
+    for (size_t slot = 0; slot < ops_.size(); ++slot) {
+        const Op &op = ops_[slot];
+        if (!op.in_use || op.state.load() != kPending) continue;
+        for (const Part &part : op.parts)
+            if (part.server == server_rank && !part.done) fail_op(static_cast<uint16_t>(slot), status);
+    }
+}
+
+void WorkerEngine::flush() {
+    for (size_t s = 0; s < servers_.size(); ++s) {
+        Server &server = servers_[s];
+        if (server.failed || !server.outbox || server.outbox->empty()) continue;
+        if (Status st = server.outbox->flush(); !st) fail_server(static_cast<int32_t>(s), st);
+    }
+}
+
+Status WorkerEngine::find_op(afmesh_handle handle, Op **op, bool retired_ok) {
+    uint16_t slot = slot_of(handle);
+    if (slot >= kMaxOpsInFlight || !(ops_[slot].in_use || (retired_ok && ops_[slot].retired)) ||
+        ops_[slot].sequence != sequence_of(handle))
+        return {Code::kNotFound, "unknown handle " + std::to_string(handle) +
+                                     (retired_ok ? " (never issued, or too old)" : " (never issued, or already waited)")};
+    *op = &ops_[slot];
+    return Status::ok();
+}
+
+Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
+    Op *op = nullptr;
+    {
+        std::lock_guard lock(ctx_.mu);
+        if (Status s = find_op(handle, &op); !s) return s;
+    }
+    auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+    Status waited = ctx_.progress.wait_until([op] { return op->state.load() != kPending; }, deadline);
+    if (!waited) return {Code::kTimeout, "push-pull " + std::to_string(handle) + " did not complete in " +
+                                             std::to_string(timeout_ms) + " ms"};
+    std::lock_guard lock(ctx_.mu);
+    Status result = op->state.load() == kDone ? Status::ok() : op->error;
+    // The op has settled: no server will write into its buffers any more.
+    op->in_use = false;
+    op->retired = true;
+    free_slots_.push_back(slot_of(handle));
+    return result;
+}
+
+Status WorkerEngine::test(afmesh_handle handle) {
+    ctx_.progress.try_progress();
+    std::lock_guard lock(ctx_.mu);
+    Op *op = nullptr;
+    if (Status s = find_op(handle, &op); !s) return s;
+    switch (op->state.load()) {
+    case kDone: return Status::ok();
+    case kFailed: return op->error;
+    default: return {Code::kAgain, "in progress"};
+    }
+}
+
+Status WorkerEngine::pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes) {
+    std::lock_guard lock(ctx_.mu);
+    Op *op = nullptr;
+    if (Status s = find_op(handle, &op, true); !s) return s;
+    if (op->state.load() != kDone) return {Code::kInvalidArgument, "the push-pull has not completed"};
+    if (index >= op->pulls.size() || !bytes)
+        return {Code::kInvalidArgument, "pull index " + std::to_string(index) + " out of range"};
+    *bytes = op->pulls[index].received_bytes;
+    return Status::ok();
+}
+
+Status WorkerEngine::trace(afmesh_handle handle, afmesh_trace *traces, size_t capacity, size_t *count) {
+    std::lock_guard lock(ctx_.mu);
+    Op *op = nullptr;
+    if (Status s = find_op(handle, &op, true); !s) return s;
+    if (!count || (capacity && !traces)) return {Code::kInvalidArgument, "null trace output"};
+    *count = op->parts.size();
+    for (size_t i = 0; i < op->parts.size() && i < capacity; ++i) traces[i] = op->parts[i].trace;
+    return Status::ok();
+}
+
+}  // namespace afmesh

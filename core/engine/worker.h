@@ -1,0 +1,130 @@
+// The worker (attention) side of the AF data path: push_pull, wait, traces.
+//
+// A push-pull is split into one part per server it involves. Each part
+// writes its push tensors into the server's advertised receive slices (one
+// write_imm each), then sends one REQUEST carrying the tensors' metadata and
+// where to write the answers. It completes when that server's RESPONSE and
+// one immediate per answered pull have arrived, in any order. A slice is
+// "busy" from the write until the response: a later push of the same key to
+// the same server waits (credit), so the server never sees a slice
+// overwritten while it still reads it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "afmesh/afmesh.h"
+#include "engine_context.h"
+#include "outbox.h"
+#include "wire.h"
+
+namespace afmesh {
+
+class WorkerEngine {
+public:
+    WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers);
+
+    int32_t rank() const { return rank_; }
+
+    Status push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
+                     afmesh_handle *handle);
+    Status wait(afmesh_handle handle, int timeout_ms);
+    Status test(afmesh_handle handle);
+    Status pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes);
+    Status trace(afmesh_handle handle, afmesh_trace *traces, size_t capacity, size_t *count);
+
+    // Called by the node, with ctx.mu held.
+    void attach_server(int32_t server, afmesh_net_conn *conn);
+    void on_message(int32_t server, const void *data, size_t len);
+    void on_imm(int32_t server, uint32_t imm);
+    void fail_server(int32_t server, const Status &why);
+    /** Retries work held back by a full send queue. */
+    void flush();
+
+private:
+    struct PushSpec {
+        uint64_t key;
+        afmesh_tensor tensor;
+        afmesh_net_mr *mr;
+    };
+    struct PullSpec {
+        uint64_t key;
+        afmesh_tensor tensor;
+        int32_t server;
+        const Registration *reg;
+        uint64_t received_bytes;
+    };
+    struct Part {
+        int32_t server = -1;
+        std::vector<uint32_t> pushes;  // indexes into Op::pushes
+        std::vector<uint32_t> pulls;   // indexes into Op::pulls
+        size_t next_push = 0;          // pushes before this one are posted
+        bool request_sent = false, response_arrived = false, done = false;
+        uint32_t imms = 0;
+        afmesh_trace trace{};
+    };
+    enum : int { kPending = 0, kDone = 1, kFailed = 2 };
+    struct Op {
+        bool in_use = false;   // issued and not yet waited
+        bool retired = false;  // waited: results stay readable until the slot is reused
+        uint32_t sequence = 0;  // handle = sequence << 16 | slot
+        std::vector<PushSpec> pushes;
+        std::vector<PullSpec> pulls;
+        std::vector<Part> parts;
+        std::atomic<int> state{kPending};
+        Status error;  // first failure; the op ends once no server still owes it an answer
+    };
+    struct RemoteSlice {
+        bool known = false;
+        bool alloc_pending = false;
+        uint64_t requested_bytes = 0;  // of the pending rendezvous
+        uint64_t refused_bytes = 0;    // asked for this much and the server could not grow the slice
+        wire::Advert advert;
+        int32_t busy_slot = -1;  // the op whose push occupies it
+    };
+    struct Parked {
+        uint16_t slot;
+        uint32_t part;
+        uint32_t sequence;  // guards against the slot having been reused
+    };
+    struct Server {
+        std::unique_ptr<Outbox> outbox;
+        bool failed = false;
+        Status failure;
+        std::unordered_map<uint64_t, RemoteSlice> slices;
+        std::deque<Parked> parked;  // parts waiting for slices, in posting order
+    };
+
+    Status validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull) const;
+    /** The op of a handle not yet waited (or, with `retired_ok`, waited but not yet reused). */
+    Status find_op(afmesh_handle handle, Op **op, bool retired_ok = false);
+    Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull);
+    /**
+     * Posts a part whole (every push, then the request) or not at all; false
+     * when it must wait for a slice (credit or rendezvous).
+     */
+    bool advance(uint16_t slot, Part &part);
+    /** True when every slice the part needs is advertised, large enough and free. */
+    bool slices_ready(uint16_t slot, const Part &part);
+    void advance_parked(int32_t server);
+    void complete_part_if_done(uint16_t slot, Part &part);
+    void fail_op(uint16_t slot, const Status &why);
+    /** Ends the op (done or failed) once every part is answered, failed or will never be posted. */
+    void finish_if_settled(uint16_t slot);
+    void protocol_error(int32_t server, const std::string &what);
+
+    EngineContext ctx_;
+    const int32_t rank_;
+    std::vector<Server> servers_;
+    std::vector<Op> ops_;
+    std::deque<uint16_t> free_slots_;  // FIFO, so retired results stay readable for a while
+    uint32_t next_sequence_ = 1;
+    std::vector<uint8_t> scratch_;  // message encoding buffer, reused
+};
+
+}  // namespace afmesh

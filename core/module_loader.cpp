@@ -1,0 +1,316 @@
+#include "module_loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "log.h"
+
+#ifndef AFMESH_INSTALL_MODULE_DIR
+#error "the build must define AFMESH_INSTALL_MODULE_DIR"
+#endif
+
+namespace afmesh {
+namespace {
+
+constexpr const char *kDevicePrefix = "libafmesh_dev_";
+constexpr const char *kTransportPrefix = "libafmesh_net_";
+
+// Auto-selection priority: the first of these that initialises wins; modules
+// not listed (third-party ones) come after the listed ones but before the
+// last entry, the portable fallback.
+constexpr const char *kDeviceOrder[] = {"cuda", "hip", "ze", "cpu"};
+constexpr const char *kTransportOrder[] = {"ibverbs", "fabric", "tcp"};
+
+void host_log(int level, const char *module, const char *fmt, ...) {
+    if (level > log_level()) return;
+    char buf[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    log(level, module ? module : "module", "%s", buf);
+}
+
+void host_set_error(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    set_module_error("%s", buf);
+}
+
+const char *host_get_config(const char *name) { return name ? Config::process().c_str(name) : nullptr; }
+
+const afmesh_host_services kHostServices = {
+    sizeof(afmesh_host_services),
+    host_log,
+    host_set_error,
+    host_get_config,
+};
+
+bool is_directory(const std::string &path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Parses "libafmesh_dev_cpu.so" into (DEVICE, "cpu").
+bool parse_module_file_name(const std::string &file, afmesh_module_kind *kind, std::string *name) {
+    const std::string suffix = ".so";
+    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return false;
+    std::string stem = file.substr(0, file.size() - suffix.size());
+    for (auto [prefix, k] : {std::pair{kDevicePrefix, AFMESH_MODULE_DEVICE}, {kTransportPrefix, AFMESH_MODULE_TRANSPORT}}) {
+        size_t len = strlen(prefix);
+        if (stem.size() > len && stem.compare(0, len, prefix) == 0) {
+            *kind = k;
+            *name = stem.substr(len);
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *kind_word(afmesh_module_kind kind) { return kind == AFMESH_MODULE_DEVICE ? "device" : "transport"; }
+const char *kind_variable(afmesh_module_kind kind) {
+    return kind == AFMESH_MODULE_DEVICE ? "AFMESH_DEVICE" : "AFMESH_TRANSPORT";
+}
+
+std::string describe_failure(const char *what, int rc) {
+    std::string reason = take_module_error();
+    if (reason.empty()) reason = std::string(what) + " returned " + code_name(static_cast<Code>(rc));
+    return reason;
+}
+
+// The auto order for `kind`, over the modules actually found.
+std::vector<std::string> auto_order(afmesh_module_kind kind, const std::vector<ModuleRecord> &found) {
+    std::vector<std::string> listed;
+    if (kind == AFMESH_MODULE_DEVICE)
+        listed.assign(std::begin(kDeviceOrder), std::end(kDeviceOrder));
+    else
+        listed.assign(std::begin(kTransportOrder), std::end(kTransportOrder));
+    std::vector<std::string> order(listed.begin(), listed.end() - 1);
+    for (const ModuleRecord &r : found)
+        if (r.kind == kind && r.state != ModuleState::kShadowed &&
+            std::find(listed.begin(), listed.end(), r.name) == listed.end())
+            order.push_back(r.name);
+    order.push_back(listed.back());
+    return order;
+}
+
+// The file that holds the core: libafmesh.so, or a program linking it
+// statically. dladdr names the main program by its argv[0], which may be a
+// bare name found on PATH or a symlink elsewhere, so the kernel's name for
+// the executable is used instead.
+std::string core_object_path() {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void *>(&core_object_path), &info) || !info.dli_fname) return "";
+    if (strcmp(info.dli_fname, program_invocation_name) == 0) {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) return std::string(exe, static_cast<size_t>(n));
+    }
+    return info.dli_fname;
+}
+
+std::string joined_search_dirs(const Config &config) {
+    std::string dirs;
+    for (const std::string &d : module_search_dirs(config)) dirs += (dirs.empty() ? "" : ", ") + d;
+    return dirs;
+}
+
+}  // namespace
+
+const char *module_state_name(ModuleState state) {
+    switch (state) {
+    case ModuleState::kFound: return "found";
+    case ModuleState::kLoaded: return "loaded";
+    case ModuleState::kNotPresent: return "not present";
+    case ModuleState::kError: return "error";
+    case ModuleState::kShadowed: return "shadowed";
+    }
+    return "?";
+}
+
+const afmesh_host_services *host_services() { return &kHostServices; }
+
+Module::~Module() {
+    if (ctx_) {
+        if (kind_ == AFMESH_MODULE_DEVICE)
+            device().fini(ctx_);
+        else
+            net().fini(ctx_);
+    }
+    if (handle_) dlclose(handle_);
+}
+
+std::vector<std::string> module_search_dirs(const Config &config) {
+    std::vector<std::string> dirs;
+    auto add = [&dirs](std::string dir) {
+        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+        if (!dir.empty() && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    };
+    std::string user = config.get("AFMESH_MODULE_PATH");
+    for (size_t start = 0; start <= user.size();) {
+        size_t colon = user.find(':', start);
+        if (colon == std::string::npos) colon = user.size();
+        add(user.substr(start, colon - start));
+        start = colon + 1;
+    }
+    // Beside the object that holds the core: lib/afmesh next to libafmesh.so,
+    // or, for a program linking the core statically from bin/, ../lib/afmesh.
+    std::string self = core_object_path();
+    if (!self.empty()) {
+        std::string dir = self.find('/') == std::string::npos ? "." : self.substr(0, self.rfind('/'));
+        for (const char *relative : {"/afmesh", "/../lib/afmesh"}) {
+            char resolved[PATH_MAX];
+            if (realpath((dir + relative).c_str(), resolved) && is_directory(resolved)) add(resolved);
+        }
+    }
+    add(AFMESH_INSTALL_MODULE_DIR);
+    return dirs;
+}
+
+std::vector<ModuleRecord> discover_modules(const Config &config) {
+    std::vector<ModuleRecord> records;
+    std::set<std::pair<int, std::string>> seen;
+    for (const std::string &dir : module_search_dirs(config)) {
+        DIR *d = opendir(dir.c_str());
+        if (!d) continue;
+        std::vector<std::string> files;
+        while (dirent *e = readdir(d)) files.emplace_back(e->d_name);
+        closedir(d);
+        std::sort(files.begin(), files.end());
+        for (const std::string &file : files) {
+            ModuleRecord r;
+            if (!parse_module_file_name(file, &r.kind, &r.name)) continue;
+            r.path = dir + "/" + file;
+            if (!seen.insert({r.kind, r.name}).second) {
+                r.state = ModuleState::kShadowed;
+                auto winner = std::find_if(records.begin(), records.end(), [&](const ModuleRecord &o) {
+                    return o.kind == r.kind && o.name == r.name && o.state != ModuleState::kShadowed;
+                });
+                r.reason = "shadowed by " + winner->path;
+            }
+            records.push_back(std::move(r));
+        }
+    }
+    return records;
+}
+
+Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
+    auto fail = [&record](ModuleState state, Code code, std::string reason) {
+        record.state = state;
+        record.reason = reason;
+        return Status(code, std::string(kind_word(record.kind)) + " module '" + record.name + "' (" + record.path +
+                                "): " + reason);
+    };
+    std::unique_ptr<Module> module(new Module());
+    module->kind_ = record.kind;
+    // NODELETE: a module's thread-locals and vendor runtimes may outlive dlclose.
+    module->handle_ = dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!module->handle_) return fail(ModuleState::kError, Code::kError, std::string("dlopen failed: ") + dlerror());
+    dlerror();
+    auto query = reinterpret_cast<afmesh_module_query_fn>(dlsym(module->handle_, AFMESH_MODULE_QUERY_SYMBOL));
+    if (!query) {
+        const char *err = dlerror();
+        return fail(ModuleState::kError, Code::kError,
+                    std::string("no symbol " AFMESH_MODULE_QUERY_SYMBOL) + (err ? std::string(": ") + err : ""));
+    }
+    afmesh_module_desc desc{};
+    desc.struct_size = sizeof desc;
+    take_module_error();
+    int rc = query(AFMESH_HAL_ABI_MAJOR, host_services(), &desc);
+    record.abi_major = desc.abi_major;
+    record.abi_minor = desc.abi_minor;
+    record.version = desc.version ? desc.version : "";
+    if (rc == AFMESH_HAL_UNSUPPORTED_VERSION || (rc == AFMESH_HAL_OK && desc.abi_major != AFMESH_HAL_ABI_MAJOR))
+        return fail(ModuleState::kError, Code::kUnsupportedVersion,
+                    "unsupported ABI version: the core speaks " + std::to_string(AFMESH_HAL_ABI_MAJOR) +
+                        ".x, the module " + std::to_string(desc.abi_major) + "." + std::to_string(desc.abi_minor));
+    if (rc != AFMESH_HAL_OK) return fail(ModuleState::kError, Code::kError, describe_failure("query", rc));
+    if (desc.kind != static_cast<uint32_t>(record.kind))
+        return fail(ModuleState::kError, Code::kError,
+                    std::string("the file name says ") + kind_word(record.kind) + " but the module says otherwise");
+    if (!desc.name || record.name != desc.name)
+        return fail(ModuleState::kError, Code::kError,
+                    std::string("the module calls itself '") + (desc.name ? desc.name : "(null)") +
+                        "', which does not match its file name");
+    const uint32_t min_ops_size =
+        record.kind == AFMESH_MODULE_DEVICE ? sizeof(afmesh_device_ops) : sizeof(afmesh_net_ops);
+    if (!desc.ops || *static_cast<const uint32_t *>(desc.ops) < min_ops_size)
+        return fail(ModuleState::kError, Code::kError, "operations table missing or shorter than ABI 1.0's");
+    module->ops_ = desc.ops;
+    module->name_ = desc.name;
+    module->version_ = record.version;
+
+    take_module_error();
+    if (record.kind == AFMESH_MODULE_DEVICE) {
+        rc = module->device().init(&module->ctx_);
+    } else {
+        module->caps_.struct_size = sizeof module->caps_;
+        rc = module->net().init(&module->ctx_, &module->caps_);
+    }
+    if (rc == AFMESH_HAL_NOT_PRESENT) {
+        module->ctx_ = nullptr;
+        return fail(ModuleState::kNotPresent, Code::kNotPresent, describe_failure("init", rc));
+    }
+    if (rc != AFMESH_HAL_OK) {
+        module->ctx_ = nullptr;
+        return fail(ModuleState::kError, Code::kError, describe_failure("init", rc));
+    }
+    record.state = ModuleState::kLoaded;
+    record.reason.clear();
+    *out = std::move(module);
+    return Status::ok();
+}
+
+Status select_module(const Config &config, afmesh_module_kind kind, std::unique_ptr<Module> *out,
+                     std::vector<ModuleRecord> *report) {
+    std::vector<ModuleRecord> found = discover_modules(config);
+    std::vector<std::string> wanted = config.get_list(kind_variable(kind));
+    const bool automatic = wanted.empty() || (wanted.size() == 1 && wanted[0] == "auto");
+    if (automatic) wanted = auto_order(kind, found);
+
+    std::string failures;
+    for (const std::string &name : wanted) {
+        auto it = std::find_if(found.begin(), found.end(), [&](const ModuleRecord &r) {
+            return r.kind == kind && r.name == name && r.state != ModuleState::kShadowed;
+        });
+        if (it == found.end()) {
+            if (!automatic) {
+                failures += "\n  " + name + ": no file " +
+                            (kind == AFMESH_MODULE_DEVICE ? kDevicePrefix : kTransportPrefix) + name + ".so in " +
+                            joined_search_dirs(config);
+            }
+            continue;
+        }
+        Status s = load_module(*it, out);
+        if (report) report->push_back(*it);
+        if (s) {
+            AFMESH_LOG(AFMESH_LOG_INFO, "%s module '%s' selected (%s)", kind_word(kind), name.c_str(), it->path.c_str());
+            return s;
+        }
+        if (automatic) AFMESH_LOG(AFMESH_LOG_INFO, "%s", s.message().c_str());
+        failures += "\n  " + s.message();
+    }
+    if (automatic) {
+        return {Code::kNotFound,
+                std::string("no usable ") + kind_word(kind) + " module in " + joined_search_dirs(config) + failures};
+    }
+    return {Code::kNotFound, std::string("none of the ") + kind_word(kind) + " modules named by " +
+                                 kind_variable(kind) + "=" + config.get(kind_variable(kind)) + " could be used:" +
+                                 failures};
+}
+
+}  // namespace afmesh

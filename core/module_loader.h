@@ -1,0 +1,93 @@
+// The module loader: finds libafmesh_{dev,net}_<name>.so files on the search
+// path, checks their ABI, probes them with init(), and selects the device and
+// transport the configuration asks for.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "afmesh/hal/device.h"
+#include "afmesh/hal/transport.h"
+#include "config.h"
+#include "status.h"
+
+namespace afmesh {
+
+/** What became of one module file. */
+enum class ModuleState {
+    kFound,       // on the search path, not loaded yet
+    kLoaded,      // dlopen, ABI check and init() succeeded
+    kNotPresent,  // init() said there is no driver/device here (normal)
+    kError,       // dlopen, the query symbol, the ABI or init() failed
+    kShadowed,    // a file of the same name earlier on the search path wins
+};
+const char *module_state_name(ModuleState state);
+
+/** One module file found on the search path. */
+struct ModuleRecord {
+    afmesh_module_kind kind = AFMESH_MODULE_DEVICE;
+    std::string name;  // "cpu", "tcp"...
+    std::string path;
+    ModuleState state = ModuleState::kFound;
+    std::string reason;   // why it is not loaded, or what shadows it
+    std::string version;  // from the descriptor, once queried
+    unsigned abi_major = 0, abi_minor = 0;
+};
+
+/** A loaded and initialised module: owns the dlopen handle and the module context. */
+class Module {
+public:
+    ~Module();
+    Module(const Module &) = delete;
+    Module &operator=(const Module &) = delete;
+
+    const std::string &name() const { return name_; }
+    const std::string &version() const { return version_; }
+    afmesh_module_kind kind() const { return kind_; }
+    void *ctx() const { return ctx_; }
+    /** Valid for device modules. */
+    const afmesh_device_ops &device() const { return *static_cast<const afmesh_device_ops *>(ops_); }
+    /** Valid for transport modules. */
+    const afmesh_net_ops &net() const { return *static_cast<const afmesh_net_ops *>(ops_); }
+    const afmesh_net_caps &net_caps() const { return caps_; }
+
+private:
+    friend Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);
+    Module() = default;
+
+    void *handle_ = nullptr;
+    const void *ops_ = nullptr;
+    void *ctx_ = nullptr;
+    afmesh_module_kind kind_ = AFMESH_MODULE_DEVICE;
+    std::string name_, version_;
+    afmesh_net_caps caps_{};
+};
+
+/** The host services handed to every module. */
+const afmesh_host_services *host_services();
+
+/** Directories searched, in order: AFMESH_MODULE_PATH, beside the core, the install dir. */
+std::vector<std::string> module_search_dirs(const Config &config);
+
+/** Every module file on the search path, earliest first; later duplicates are kShadowed. */
+std::vector<ModuleRecord> discover_modules(const Config &config);
+
+/**
+ * dlopen()s `record`, checks its ABI and kind, and runs init(). Updates
+ * record.state/reason/version. NOT_PRESENT and errors carry the reason.
+ */
+Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);
+
+/**
+ * Selects the device (kind DEVICE, variable AFMESH_DEVICE) or transport
+ * (kind TRANSPORT, AFMESH_TRANSPORT) module. With 'auto' the first of the
+ * built-in priority order whose init succeeds wins and failures are info
+ * lines; a module named explicitly that fails is an error carrying its
+ * reason, and a name that is not on the search path is an error naming the
+ * directories searched. `report`, when given, receives every record tried.
+ */
+Status select_module(const Config &config, afmesh_module_kind kind, std::unique_ptr<Module> *out,
+                     std::vector<ModuleRecord> *report = nullptr);
+
+}  // namespace afmesh

@@ -1,0 +1,274 @@
+/*
+ * afmesh — tensor communication for Attention–FFN disaggregated inference.
+ *
+ * Workers (attention) push activations to servers (FFN) and pull their
+ * results back, every layer and micro-batch. One process is one node: a
+ * scheduler, a worker or a server. This is the stable C API; afmesh.hpp wraps
+ * it for C++.
+ *
+ * Conventions:
+ *  - Every function returns an afmesh_status. On failure,
+ *    afmesh_last_error() returns a message for the calling thread describing
+ *    what went wrong. Nothing here aborts or exits the process on a user's or
+ *    a peer's error.
+ *  - Handles (afmesh_node*, afmesh_mr*, afmesh_request*) are opaque. Functions
+ *    on one node may be called from several threads unless stated otherwise.
+ *  - Structs passed in begin with `struct_size`: set it to sizeof(the struct)
+ *    so later versions can append fields without breaking old callers.
+ *  - Sizes are in bytes; timeouts in milliseconds (a negative timeout waits
+ *    forever).
+ */
+#ifndef AFMESH_AFMESH_H
+#define AFMESH_AFMESH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define AFMESH_API __attribute__((visibility("default")))
+#else
+#define AFMESH_API
+#endif
+
+/** Status codes. */
+typedef enum afmesh_status {
+    AFMESH_OK = 0,
+    /** test(): the operation has not completed yet. */
+    AFMESH_IN_PROGRESS = 1,
+    AFMESH_ERR_INTERNAL = -1,
+    AFMESH_ERR_UNSUPPORTED_VERSION = -2,
+    AFMESH_ERR_INVALID_ARGUMENT = -3,
+    AFMESH_ERR_NO_MEMORY = -4,
+    AFMESH_ERR_NOT_SUPPORTED = -5,
+    /** A peer failed, was declared dead or violated the protocol. */
+    AFMESH_ERR_PEER_FAILED = -6,
+    /** Refused: access outside a registered region, or a wrong auth token. */
+    AFMESH_ERR_ACCESS = -7,
+    AFMESH_ERR_TIMEOUT = -8,
+    /** No usable module, an unknown key or handle. */
+    AFMESH_ERR_NOT_FOUND = -100,
+    /** The node is stopping or has failed. */
+    AFMESH_ERR_CLOSED = -101,
+} afmesh_status;
+
+/** Short name of a status, e.g. "AFMESH_ERR_TIMEOUT". */
+AFMESH_API const char *afmesh_strerror(afmesh_status status);
+/** Message describing the last failure on the calling thread ("" if none). */
+AFMESH_API const char *afmesh_last_error(void);
+/** Library version, "major.minor.patch". */
+AFMESH_API const char *afmesh_version(void);
+
+typedef enum afmesh_role {
+    AFMESH_ROLE_FROM_CONFIG = 0, /**< AFMESH_ROLE (or DMLC_ROLE) decides */
+    AFMESH_ROLE_WORKER = 1,
+    AFMESH_ROLE_SERVER = 2,
+    AFMESH_ROLE_SCHEDULER = 3,
+} afmesh_role;
+
+/** Memory kinds; a buffer's kind is always given explicitly. (Shared with hal/afmesh/hal/module.h.) */
+#ifndef AFMESH_MEM_KIND_DEFINED
+#define AFMESH_MEM_KIND_DEFINED
+typedef enum afmesh_mem_kind {
+    AFMESH_MEM_HOST = 0, /**< pageable or pinned host memory */
+    AFMESH_MEM_CUDA = 1, /**< NVIDIA device memory */
+    AFMESH_MEM_HIP = 2,  /**< AMD device memory */
+    AFMESH_MEM_ZE = 3,   /**< Intel Level Zero device memory */
+} afmesh_mem_kind;
+#endif
+
+/** DLPack type codes, with bits and lanes: e.g. bf16 = {4, 16, 1}. */
+typedef struct afmesh_dtype {
+    uint8_t code; /**< 0 int, 1 uint, 2 float, 4 bfloat (DLPack kDLInt...) */
+    uint8_t bits;
+    uint16_t lanes;
+} afmesh_dtype;
+
+#define AFMESH_MAX_DIMS 16
+
+/** A tensor: where its bytes are and what they mean. */
+typedef struct afmesh_tensor {
+    void *data;
+    uint64_t bytes;       /**< < 2^48 */
+    afmesh_mem_kind kind; /**< where `data` lives (zero: host memory) */
+    int32_t device;       /**< device index for device memory */
+    afmesh_dtype dtype;
+    uint32_t ndim;   /**< <= AFMESH_MAX_DIMS */
+    int64_t shape[AFMESH_MAX_DIMS];
+} afmesh_tensor;
+
+/**
+ * Node configuration. Zero-initialise and set struct_size; anything left
+ * zero/NULL comes from the AFMESH_* variables (or their StepMesh aliases),
+ * then the defaults. `settings` overrides the environment for any variable,
+ * e.g. {"AFMESH_RANK=1", "AFMESH_NUM_WORKERS=2", NULL}; an unknown name or a
+ * bad value is INVALID_ARGUMENT with a did-you-mean.
+ */
+typedef struct afmesh_config {
+    size_t struct_size;
+    afmesh_role role;
+    const char *scheduler;            /**< "host:port"; NULL: AFMESH_SCHEDULER */
+    const char *const *settings;      /**< NULL-terminated "NAME=value" list, or NULL */
+} afmesh_config;
+
+typedef struct afmesh_node afmesh_node;
+typedef struct afmesh_mr afmesh_mr;
+typedef struct afmesh_request afmesh_request;
+typedef uint64_t afmesh_handle;
+
+/**
+ * Joins the cluster: loads the device and transport modules, says HELLO to
+ * the scheduler, waits for the roster, connects every worker to every
+ * server, and returns once all nodes are connected. For the scheduler role
+ * it serves the rendezvous until afmesh_node_destroy().
+ * Errors: NOT_FOUND (no usable module), TIMEOUT (nodes missing, message says
+ * which), ACCESS (auth token refused), INVALID_ARGUMENT (bad configuration).
+ */
+AFMESH_API afmesh_status afmesh_node_create(const afmesh_config *config, afmesh_node **node);
+/** Stops cleanly (waits a bounded time for the others), then frees everything. */
+AFMESH_API afmesh_status afmesh_node_destroy(afmesh_node *node);
+/** This node's role and rank; counts of workers and servers. */
+AFMESH_API afmesh_status afmesh_node_info(const afmesh_node *node, afmesh_role *role, int32_t *rank,
+                                          int32_t *num_workers, int32_t *num_servers);
+/** Names of the device and transport modules in use (static strings owned by the node). */
+AFMESH_API afmesh_status afmesh_node_modules(const afmesh_node *node, const char **device, const char **transport);
+/** Barrier over workers (1), servers (2) or all nodes (3). */
+AFMESH_API afmesh_status afmesh_barrier(afmesh_node *node, int group, int timeout_ms);
+
+/**
+ * Changes how completions are awaited (AFMESH_POLL): "busy" (spin: lowest
+ * latency, burns a core), "adaptive" (spin briefly, then sleep) or
+ * "blocking" (sleep at once). Takes effect at the next wait.
+ */
+AFMESH_API afmesh_status afmesh_set_poll_mode(afmesh_node *node, const char *mode);
+
+/**
+ * Registers memory once, off the hot path, for use as push sources, pull
+ * destinations or response sources. `kind` is explicit; `device` is the
+ * device index (ignored for host memory).
+ */
+AFMESH_API afmesh_status afmesh_register_buffer(afmesh_node *node, void *ptr, uint64_t bytes, afmesh_mem_kind kind,
+                                                int device, afmesh_mr **mr);
+AFMESH_API afmesh_status afmesh_deregister_buffer(afmesh_node *node, afmesh_mr *mr);
+
+/* ---------------------------------------------------------------- worker */
+
+/** One tensor to push. */
+typedef struct afmesh_push {
+    uint64_t key;
+    afmesh_tensor tensor;
+    /** Servers to send to; NULL (with num_servers 0) = every server (broadcast). */
+    const int32_t *servers;
+    uint32_t num_servers;
+} afmesh_push;
+
+/** One buffer to be filled by one server. */
+typedef struct afmesh_pull {
+    uint64_t key;
+    afmesh_tensor tensor; /**< tensor.bytes is the capacity; the server may send less */
+    int32_t server;
+} afmesh_pull;
+
+/**
+ * Starts a push-pull without blocking: every push goes to its servers, and
+ * each server answers the pulls that name it. Buffers must stay untouched
+ * until the handle completes. Unregistered buffers are registered on the
+ * fly and cached (slower; register them up front).
+ * Completes when every server involved has responded.
+ */
+AFMESH_API afmesh_status afmesh_push_pull(afmesh_node *node, const afmesh_push *push, size_t num_push,
+                                          const afmesh_pull *pull, size_t num_pull, afmesh_handle *handle);
+/**
+ * Waits for a push-pull. OK, TIMEOUT (the handle stays valid: wait again),
+ * PEER_FAILED (a server it involved failed: the message names it). After
+ * any result but TIMEOUT the handle is waited; its pull lengths and traces
+ * stay readable until thousands of newer push-pulls have reused its slot
+ * (then NOT_FOUND). One thread waits for a given handle.
+ */
+AFMESH_API afmesh_status afmesh_wait(afmesh_node *node, afmesh_handle handle, int timeout_ms);
+/** OK if complete (the handle stays valid until wait), IN_PROGRESS, or the failure. Never blocks. */
+AFMESH_API afmesh_status afmesh_test(afmesh_node *node, afmesh_handle handle);
+/** After completion (test() said OK, or wait() returned): bytes the server actually wrote into pull `index`. */
+AFMESH_API afmesh_status afmesh_pull_bytes(afmesh_node *node, afmesh_handle handle, size_t index, uint64_t *bytes);
+
+/** Per-server timestamps of one push-pull, in nanoseconds of CLOCK_MONOTONIC of the node that took them. */
+typedef struct afmesh_trace {
+    int32_t server;
+    uint64_t posted;         /**< worker: meta sent */
+    uint64_t arrived;        /**< server: request complete */
+    uint64_t processed;      /**< server: handed out by get_batch */
+    uint64_t responded;      /**< server: respond() posted */
+    uint64_t completed;      /**< worker: response complete */
+} afmesh_trace;
+
+/**
+ * Copies up to `capacity` per-server traces of a push-pull into `traces`
+ * (readable as long as pull lengths are); *count receives the number of
+ * servers involved.
+ */
+AFMESH_API afmesh_status afmesh_trace_get(afmesh_node *node, afmesh_handle handle, afmesh_trace *traces,
+                                          size_t capacity, size_t *count);
+
+/* ---------------------------------------------------------------- server */
+
+/**
+ * Provides receive memory: [ptr, ptr+bytes) is cut into `count` equal
+ * slices; slice i receives pushes of key keys[i] from worker worker_ranks[i].
+ * Call before those workers push those keys.
+ */
+AFMESH_API afmesh_status afmesh_register_recv_buffer(afmesh_node *node, void *ptr, uint64_t bytes,
+                                                     afmesh_mem_kind kind, int device, const int32_t *worker_ranks,
+                                                     const uint64_t *keys, size_t count);
+
+typedef enum afmesh_batch_mode {
+    /** One request from every worker (the AF barrier). */
+    AFMESH_BATCH_ALL_WORKERS = 0,
+    /** Whatever has arrived, at least one request. */
+    AFMESH_BATCH_ANY = 1,
+} afmesh_batch_mode;
+
+/**
+ * Waits for requests. Fills up to `capacity` entries of `requests`; *count
+ * receives how many. In ALL_WORKERS mode entries are in worker-rank order.
+ * TIMEOUT when nothing (or not every worker) arrived; PEER_FAILED when a
+ * worker the batch waits for has failed.
+ */
+AFMESH_API afmesh_status afmesh_get_batch(afmesh_node *node, afmesh_batch_mode mode, int timeout_ms,
+                                          afmesh_request **requests, size_t capacity, size_t *count);
+
+/** Which worker sent the request, and how many push tensors and pull slots it has. */
+AFMESH_API afmesh_status afmesh_request_info(const afmesh_request *request, int32_t *worker, size_t *num_push,
+                                             size_t *num_pull);
+/** Push tensor `index`: a zero-copy view of the receive slice, valid until respond. */
+AFMESH_API afmesh_status afmesh_request_push(const afmesh_request *request, size_t index, uint64_t *key,
+                                             afmesh_tensor *tensor);
+/** Pull slot `index`: its key and capacity (tensor.data is NULL; dtype/shape as the worker gave them). */
+AFMESH_API afmesh_status afmesh_request_pull(const afmesh_request *request, size_t index, uint64_t *key,
+                                             afmesh_tensor *tensor);
+
+/**
+ * Answers a request: tensors[i] goes to pull slot i (count must equal the
+ * request's pull count), written straight into the worker's buffer; it may
+ * be shorter than the slot. Releases the request's receive slices to the
+ * worker and frees the request. INVALID_ARGUMENT (too long, wrong count)
+ * leaves the request valid so it can be answered again.
+ */
+AFMESH_API afmesh_status afmesh_respond(afmesh_node *node, afmesh_request *request, const afmesh_tensor *tensors,
+                                        size_t count);
+/**
+ * Answers several requests, each with one slice of one buffer: request i
+ * gets rows [offset_i, offset_i + counts[i]) of `buffer` (offset_i is the sum
+ * of the earlier counts), as pull slot 0. `buffer`'s shape[0] is the row
+ * count; the row size is bytes / shape[0].
+ */
+AFMESH_API afmesh_status afmesh_respond_vec(afmesh_node *node, const afmesh_tensor *buffer, const int64_t *counts,
+                                            afmesh_request *const *requests, size_t num_requests);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AFMESH_AFMESH_H */

@@ -1,0 +1,374 @@
+// The `afmesh` command, run as the built bin/afmesh in a child process:
+// the dispatcher, `afmesh info` in text and JSON, exit statuses and messages.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+#include <set>
+
+#include "child_process.h"
+#include "config.h"
+#include "env_block.h"
+#include "json_value.h"
+
+#ifndef AFMESH_BIN
+#error "the build must define AFMESH_BIN (the afmesh executable)"
+#endif
+#ifndef AFMESH_TEST_MODULE_DIR
+#error "the build must define AFMESH_TEST_MODULE_DIR (tests/modules output root)"
+#endif
+#ifndef AFMESH_BUILD_MODULE_DIR
+#error "the build must define AFMESH_BUILD_MODULE_DIR (the build tree's lib/afmesh)"
+#endif
+#ifndef AFMESH_VERSION_STRING
+#error "the build must define AFMESH_VERSION_STRING"
+#endif
+
+extern char **environ;
+
+namespace afmesh {
+namespace {
+
+using test::ChildResult;
+using test::EnvBlock;
+using test::JsonValue;
+
+std::string test_dir(const char *name) { return std::string(AFMESH_TEST_MODULE_DIR) + "/" + name; }
+
+bool contains(const std::string &text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+bool starts_with_any(std::string_view text, std::initializer_list<std::string_view> prefixes) {
+    for (std::string_view prefix : prefixes)
+        if (text.substr(0, prefix.size()) == prefix) return true;
+    return false;
+}
+
+// Runs bin/afmesh with `args` in this process's environment minus every
+// afmesh and StepMesh variable (sanitizer options and the like pass through),
+// plus `vars`. argv[0] is `argv0`: the full path unless a test says otherwise.
+ChildResult afmesh(std::vector<std::string> args, std::initializer_list<std::string> vars = {},
+                   const std::string &argv0 = AFMESH_BIN) {
+    EnvBlock env;
+    for (char **p = environ; *p; ++p)
+        if (!starts_with_any(*p, {"AFMESH_", "DMLC_", "STEPMESH_"})) env.add(*p);
+    for (const std::string &var : vars) env.add(var);
+    args.insert(args.begin(), argv0);
+    ChildResult r = test::run_child(AFMESH_BIN, args, env.envp());
+    EXPECT_EQ(r.spawn_error, "");
+    EXPECT_EQ(r.signal, 0) << "afmesh was killed; stderr:\n" << r.err;
+    return r;
+}
+
+// Settings that select the purpose-built "good" modules, so a result does not
+// depend on which real modules are built or usable on this host.
+const std::string kGoodPath = "AFMESH_MODULE_PATH=" + test_dir("good");
+const std::string kGoodDevice = "AFMESH_DEVICE=good";
+const std::string kGoodTransport = "AFMESH_TRANSPORT=good";
+
+JsonValue parse(const std::string &text) {
+    std::string error;
+    std::optional<JsonValue> value = test::parse_json(text, &error);
+    EXPECT_TRUE(value.has_value()) << "not valid JSON: " << error << "\n" << text;
+    return value.value_or(JsonValue{});
+}
+
+// The member `key` of `object`, failing the test when it is missing or of the wrong type.
+const JsonValue &member(const JsonValue &object, std::string_view key, JsonValue::Type type) {
+    static const JsonValue kMissing;
+    const JsonValue *v = object.find(key);
+    EXPECT_NE(v, nullptr) << "no member '" << key << "'";
+    if (!v) return kMissing;
+    EXPECT_EQ(static_cast<int>(v->type), static_cast<int>(type)) << "member '" << key << "' has the wrong type";
+    return *v;
+}
+
+const JsonValue *find_by_name(const JsonValue &array, std::string_view name) {
+    for (const JsonValue &item : array.array)
+        if (const JsonValue *n = item.find("name"); n && n->string == name) return &item;
+    return nullptr;
+}
+
+// ---- the dispatcher ----
+
+TEST(info_cli, VersionPrintsTheProjectVersion) {
+    ChildResult r = afmesh({"--version"});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out.rfind(std::string("afmesh ") + AFMESH_VERSION_STRING, 0), 0u) << r.out;
+}
+
+TEST(info_cli, HelpListsEveryCommand) {
+    for (const char *flag : {"help", "--help", "-h"}) {
+        SCOPED_TRACE(flag);
+        ChildResult r = afmesh({flag});
+        EXPECT_EQ(r.exit_code, 0);
+        EXPECT_TRUE(contains(r.out, "usage: afmesh <command>")) << r.out;
+        EXPECT_TRUE(contains(r.out, "\n  info ")) << r.out;
+        EXPECT_TRUE(contains(r.out, "\n  help ")) << r.out;
+    }
+}
+
+TEST(info_cli, HelpForOneCommandShowsItsOptions) {
+    for (std::vector<std::string> args : {std::vector<std::string>{"help", "info"}, {"info", "--help"}}) {
+        ChildResult r = afmesh(args);
+        EXPECT_EQ(r.exit_code, 0);
+        EXPECT_TRUE(contains(r.out, "usage: afmesh info [--json]")) << r.out;
+    }
+}
+
+TEST(info_cli, UnknownCommandIsAUsageError) {
+    ChildResult r = afmesh({"frobnicate"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(contains(r.err, "unknown command 'frobnicate'")) << r.err;
+    EXPECT_TRUE(contains(r.err, "usage: afmesh <command>")) << r.err;
+    EXPECT_EQ(r.out, "");
+}
+
+TEST(info_cli, MissingCommandIsAUsageError) {
+    ChildResult r = afmesh({});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(contains(r.err, "usage: afmesh <command>")) << r.err;
+}
+
+TEST(info_cli, HelpForAnUnknownCommandIsAUsageError) {
+    ChildResult r = afmesh({"help", "frobnicate"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(contains(r.err, "unknown command 'frobnicate'")) << r.err;
+}
+
+TEST(info_cli, UnknownInfoOptionIsAUsageError) {
+    ChildResult r = afmesh({"info", "--yaml"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(contains(r.err, "unknown option '--yaml'")) << r.err;
+    EXPECT_TRUE(contains(r.err, "usage: afmesh info")) << r.err;
+}
+
+// ---- afmesh info, text ----
+
+TEST(info_command, SucceedsWithNoEnvironmentUsingTheBuildTreesModules) {
+    std::string dir = AFMESH_BUILD_MODULE_DIR;
+    struct stat st;
+    if (stat((dir + "/libafmesh_dev_cpu.so").c_str(), &st) != 0 || stat((dir + "/libafmesh_net_tcp.so").c_str(), &st) != 0)
+        GTEST_SKIP() << "the cpu device and tcp transport modules are not both built in " << dir;
+    ChildResult r = afmesh({"info"});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, "libafmesh_dev_cpu.so")) << r.out;
+    EXPECT_TRUE(contains(r.out, "libafmesh_net_tcp.so")) << r.out;
+}
+
+// A shell that finds `afmesh` on PATH passes the bare name as argv[0]; the
+// modules beside the program must be found all the same.
+TEST(info_command, FindsTheBuildTreesModulesWhenRunByBareName) {
+    char resolved[PATH_MAX];
+    if (!realpath(AFMESH_BUILD_MODULE_DIR, resolved)) GTEST_SKIP() << "no module built in " << AFMESH_BUILD_MODULE_DIR;
+    ChildResult r = afmesh({"info", "--json"}, {}, "afmesh");
+    JsonValue doc = parse(r.out);
+    const JsonValue &dirs = member(doc, "search_dirs", JsonValue::Type::kArray);
+    ASSERT_FALSE(dirs.array.empty()) << r.out;
+    EXPECT_EQ(dirs.array[0].string, resolved);
+}
+
+TEST(info_command, ListsSearchPathAndEveryModuleWithItsStatus) {
+    std::string path = "AFMESH_MODULE_PATH=" + test_dir("good") + ":" + test_dir("bad") + ":" + test_dir("dup_a") +
+                       ":" + test_dir("dup_b");
+    ChildResult r = afmesh({"info"}, {path, kGoodDevice, kGoodTransport});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    size_t good = r.out.find("1. " + test_dir("good")), bad = r.out.find("2. " + test_dir("bad")),
+           dup_a = r.out.find("3. " + test_dir("dup_a")), dup_b = r.out.find("4. " + test_dir("dup_b"));
+    EXPECT_TRUE(good < bad && bad < dup_a && dup_a < dup_b && dup_b != std::string::npos) << r.out;
+    for (std::string expected :
+         {std::string("loaded"), std::string("not present: no test accelerator on this host"),
+          std::string("error: test driver is wedged"), std::string("error: unsupported ABI version"),
+          std::string("error: no symbol afmesh_module_query"), std::string("'somethingelse'"),
+          std::string("file name says transport"), std::string("error: dlopen failed"),
+          "shadowed by " + test_dir("dup_a") + "/libafmesh_dev_dup.so"})
+        EXPECT_TRUE(contains(r.out, expected)) << "missing '" << expected << "' in\n" << r.out;
+}
+
+TEST(info_command, ShowsTheSelectionWithDevicesAndTransportCaps) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, "device     good  (version test-good)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "device 0: test device 'good'")) << r.out;
+    EXPECT_TRUE(contains(r.out, "transport  good  (version test-good)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "flags: ordered")) << r.out;
+    EXPECT_TRUE(contains(r.out, "immediate: 4 B")) << r.out;
+}
+
+TEST(info_command, ListsEveryVariableWithValueOriginAndDoc) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_POLL=busy"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const VarSpec &spec : config_vars()) {
+        EXPECT_TRUE(contains(r.out, spec.name)) << spec.name;
+        EXPECT_TRUE(contains(r.out, spec.doc)) << spec.name;
+    }
+    size_t poll = r.out.find("AFMESH_POLL ");
+    ASSERT_NE(poll, std::string::npos);
+    std::string poll_line = r.out.substr(poll, r.out.find('\n', poll) - poll);
+    EXPECT_TRUE(contains(poll_line, " set ") && contains(poll_line, " busy")) << poll_line;
+    size_t level = r.out.find("AFMESH_LOG_LEVEL ");
+    ASSERT_NE(level, std::string::npos);
+    EXPECT_TRUE(contains(r.out.substr(level, r.out.find('\n', level) - level), " default "));
+}
+
+TEST(info_command, UnknownDeviceFailsNamingWhatWasSearched) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, "AFMESH_DEVICE=nosuch", kGoodTransport});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "AFMESH_DEVICE=nosuch")) << r.err;
+    EXPECT_TRUE(contains(r.err, "libafmesh_dev_nosuch.so")) << r.err;
+    EXPECT_TRUE(contains(r.err, test_dir("good"))) << r.err;
+}
+
+TEST(info_command, UnknownTransportFailsNamingWhatWasSearched) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, "AFMESH_TRANSPORT=nosuch"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "AFMESH_TRANSPORT=nosuch")) << r.err;
+    EXPECT_TRUE(contains(r.err, "libafmesh_net_nosuch.so")) << r.err;
+    EXPECT_TRUE(contains(r.err, test_dir("good"))) << r.err;
+}
+
+TEST(info_command, NosuchFailsAlsoWithoutAnyModulePath) {
+    for (const char *var : {"AFMESH_DEVICE=nosuch", "AFMESH_TRANSPORT=nosuch"}) {
+        ChildResult r = afmesh({"info"}, {var});
+        EXPECT_NE(r.exit_code, 0) << var;
+        EXPECT_TRUE(contains(r.err, "nosuch.so in ")) << r.err;
+    }
+}
+
+TEST(info_command, InvalidValueFailsWithTheMessage) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_POLL=fast"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "AFMESH_POLL='fast' is not one of busy|adaptive|blocking")) << r.err;
+}
+
+TEST(info_command, MisspeltVariableWarnsWithDidYouMean) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_TRANPORT=tcp"});
+    EXPECT_EQ(r.exit_code, 0) << "a misspelt name is a warning: " << r.err;
+    EXPECT_TRUE(contains(r.err, "did you mean AFMESH_TRANSPORT")) << r.err;
+    EXPECT_TRUE(contains(r.out, "did you mean AFMESH_TRANSPORT")) << "the Notes section lists it too\n" << r.out;
+}
+
+TEST(info_command, StepMeshAliasIsShownAsUsed) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "DMLC_ROLE=worker"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "using DMLC_ROLE as AFMESH_ROLE")) << r.out;
+}
+
+TEST(info_command, AuthTokenIsNeverPrinted) {
+    const std::string secret = "hunter2-very-secret";
+    for (std::vector<std::string> args : {std::vector<std::string>{"info"}, {"info", "--json"}}) {
+        ChildResult r = afmesh(args, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_AUTH_TOKEN=" + secret});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_FALSE(contains(r.out, secret)) << r.out;
+        EXPECT_FALSE(contains(r.err, secret)) << r.err;
+        EXPECT_TRUE(contains(r.out, "AFMESH_AUTH_TOKEN")) << r.out;
+    }
+}
+
+// ---- afmesh info --json ----
+
+TEST(info_json, IsValidJsonWithTheDocumentedStructure) {
+    ChildResult r = afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_POLL=busy"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    JsonValue doc = parse(r.out);
+    ASSERT_EQ(doc.type, JsonValue::Type::kObject);
+    EXPECT_TRUE(member(doc, "ok", JsonValue::Type::kBool).boolean);
+    EXPECT_EQ(member(doc, "version", JsonValue::Type::kString).string, AFMESH_VERSION_STRING);
+
+    const JsonValue &dirs = member(doc, "search_dirs", JsonValue::Type::kArray);
+    ASSERT_FALSE(dirs.array.empty());
+    EXPECT_EQ(dirs.array[0].string, test_dir("good"));
+
+    const std::set<std::string> statuses = {"loaded", "not present", "error", "shadowed"};
+    const JsonValue &modules = member(doc, "modules", JsonValue::Type::kArray);
+    for (const JsonValue &m : modules.array) {
+        member(m, "kind", JsonValue::Type::kString);
+        member(m, "name", JsonValue::Type::kString);
+        member(m, "path", JsonValue::Type::kString);
+        member(m, "reason", JsonValue::Type::kString);
+        EXPECT_EQ(statuses.count(member(m, "status", JsonValue::Type::kString).string), 1u);
+    }
+    const JsonValue *good = find_by_name(modules, "good");
+    ASSERT_NE(good, nullptr);
+    EXPECT_EQ(member(*good, "status", JsonValue::Type::kString).string, "loaded");
+    EXPECT_EQ(member(*good, "abi", JsonValue::Type::kString).string, "1.0");
+
+    const JsonValue &device = member(doc, "device", JsonValue::Type::kObject);
+    EXPECT_TRUE(member(device, "selected", JsonValue::Type::kBool).boolean);
+    EXPECT_EQ(member(device, "name", JsonValue::Type::kString).string, "good");
+    EXPECT_EQ(member(device, "devices", JsonValue::Type::kArray).array.size(), 1u);
+
+    const JsonValue &transport = member(doc, "transport", JsonValue::Type::kObject);
+    EXPECT_EQ(member(transport, "name", JsonValue::Type::kString).string, "good");
+    const JsonValue &caps = member(transport, "caps", JsonValue::Type::kObject);
+    EXPECT_EQ(member(caps, "imm_bytes", JsonValue::Type::kNumber).number, 4);
+    const JsonValue &flags = member(caps, "flags", JsonValue::Type::kArray);
+    ASSERT_EQ(flags.array.size(), 1u);
+    EXPECT_EQ(flags.array[0].string, "ordered");
+
+    const JsonValue &vars = member(doc, "variables", JsonValue::Type::kArray);
+    ASSERT_EQ(vars.array.size(), config_vars().size());
+    for (size_t i = 0; i < vars.array.size(); ++i) {
+        EXPECT_EQ(member(vars.array[i], "name", JsonValue::Type::kString).string, config_vars()[i].name);
+        member(vars.array[i], "doc", JsonValue::Type::kString);
+        member(vars.array[i], "default", JsonValue::Type::kString);
+    }
+    const JsonValue *poll = find_by_name(vars, "AFMESH_POLL");
+    ASSERT_NE(poll, nullptr);
+    EXPECT_EQ(member(*poll, "value", JsonValue::Type::kString).string, "busy");
+    EXPECT_TRUE(member(*poll, "set", JsonValue::Type::kBool).boolean);
+    const JsonValue *level = find_by_name(vars, "AFMESH_LOG_LEVEL");
+    ASSERT_NE(level, nullptr);
+    EXPECT_FALSE(member(*level, "set", JsonValue::Type::kBool).boolean);
+
+    member(doc, "notes", JsonValue::Type::kArray);
+    EXPECT_TRUE(member(doc, "errors", JsonValue::Type::kArray).array.empty());
+}
+
+TEST(info_json, StringsAreEscaped) {
+    const std::string awkward = "a\"b\\c\td\x01" "e/f";
+    ChildResult r =
+        afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_FABRIC_PROVIDER=" + awkward});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    JsonValue doc = parse(r.out);
+    const JsonValue *provider = find_by_name(member(doc, "variables", JsonValue::Type::kArray), "AFMESH_FABRIC_PROVIDER");
+    ASSERT_NE(provider, nullptr);
+    EXPECT_EQ(member(*provider, "value", JsonValue::Type::kString).string, awkward);
+}
+
+TEST(info_json, FailureIsStillValidJsonWithTheErrors) {
+    ChildResult r = afmesh({"info", "--json"}, {kGoodPath, "AFMESH_DEVICE=nosuch", kGoodTransport});
+    EXPECT_EQ(r.exit_code, 1);
+    JsonValue doc = parse(r.out);
+    EXPECT_FALSE(member(doc, "ok", JsonValue::Type::kBool).boolean);
+    const JsonValue &device = member(doc, "device", JsonValue::Type::kObject);
+    EXPECT_FALSE(member(device, "selected", JsonValue::Type::kBool).boolean);
+    EXPECT_TRUE(contains(member(device, "error", JsonValue::Type::kString).string, "libafmesh_dev_nosuch.so"));
+    EXPECT_EQ(member(doc, "errors", JsonValue::Type::kArray).array.size(), 1u);
+    EXPECT_TRUE(member(member(doc, "transport", JsonValue::Type::kObject), "selected", JsonValue::Type::kBool).boolean);
+}
+
+// The validator above must itself reject what is not JSON, or the tests
+// using it prove nothing.
+TEST(info_json_validator, RejectsInvalidDocuments) {
+    for (const char *bad : {"", "{", "{\"a\":1,}", "[1 2]", "{'a':1}", "\"tab\there\"", "01", "1.", "-",
+                            "{\"a\":1}x", "\"\\x\"", "\"\\ud800\"", "tru", "[1,]", "{\"a\" 1}"}) {
+        std::string error;
+        EXPECT_FALSE(test::parse_json(bad, &error).has_value()) << "accepted: " << bad;
+    }
+}
+
+TEST(info_json_validator, AcceptsAndDecodesValidDocuments) {
+    std::string error;
+    auto doc = test::parse_json(R"( {"a": [1, -2.5e3, true, false, null], "b": {"c": "x\u00e9\n\ud83d\ude00"}} )",
+                                &error);
+    ASSERT_TRUE(doc.has_value()) << error;
+    const JsonValue &a = member(*doc, "a", JsonValue::Type::kArray);
+    ASSERT_EQ(a.array.size(), 5u);
+    EXPECT_EQ(a.array[1].number, -2500);
+    EXPECT_EQ(member(member(*doc, "b", JsonValue::Type::kObject), "c", JsonValue::Type::kString).string,
+              "x\xc3\xa9\n\xf0\x9f\x98\x80");
+}
+
+}  // namespace
+}  // namespace afmesh

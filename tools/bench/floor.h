@@ -1,0 +1,70 @@
+// The floor: the same exchange as afmesh's push-pull, written directly
+// against the transport module with no engine: each worker writes its push
+// bytes to every server with one write_imm; each server, on the immediate,
+// writes the pull bytes straight back. Measured in the same run, with the
+// same polling style, it is what afmesh's overhead is judged against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "config.h"
+#include "engine/progress.h"
+#include "module_loader.h"
+#include "status.h"
+
+namespace afmesh::bench {
+
+/** What a worker needs to reach a floor server (sent through afmesh itself). */
+struct FloorCard {
+    std::vector<uint8_t> address;
+    afmesh_net_rkey rkey{};
+    std::vector<uint8_t> encode() const;
+    static bool decode(const uint8_t *data, size_t len, FloorCard *out);
+};
+
+class FloorEndpoint {
+public:
+    /** Loads the transport the configuration selects and registers `bytes` for each direction. */
+    static Status create(const Config &config, PollMode mode, uint64_t bytes, std::unique_ptr<FloorEndpoint> *out);
+    ~FloorEndpoint();
+
+    // Server side.
+    /** Listens and describes how to reach this endpoint. Serving happens on the progress thread. */
+    Status serve(FloorCard *card);
+
+    // Worker side.
+    Status connect(const std::vector<FloorCard> &servers, std::chrono::milliseconds timeout);
+    /** One round: push `push_bytes` to every server, wait until each wrote `pull_bytes` back. */
+    Status round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns);
+    void set_mode(PollMode mode) { progress_->set_mode(mode); }
+
+private:
+    FloorEndpoint() = default;
+    void dispatch(const afmesh_net_event *events, int count);
+
+    std::unique_ptr<Module> transport_;
+    std::unique_ptr<Progress> progress_;
+    std::vector<uint8_t> send_buf_, recv_buf_;
+    afmesh_net_mr *send_mr_ = nullptr, *recv_mr_ = nullptr;
+    afmesh_net_rkey recv_rkey_{};
+    bool serving_ = false;
+    std::vector<afmesh_net_conn *> conns_;
+    // Server: where each connected worker wants its answers (from its first
+    // message), and answers owed before that message arrived.
+    struct Peer {
+        bool known = false;
+        afmesh_net_rkey rkey{};
+        std::vector<uint32_t> owed;
+    };
+    std::unordered_map<afmesh_net_conn *, Peer> peers_;
+    void answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes);
+    // Worker: the servers' regions, and progress of the current round.
+    std::vector<afmesh_net_rkey> server_rkeys_;
+    std::atomic<int> connected_{0}, answers_{0};
+    std::atomic<bool> failed_{false};
+};
+
+}  // namespace afmesh::bench

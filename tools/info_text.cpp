@@ -1,0 +1,127 @@
+// `afmesh info` as text for people.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <cstring>
+
+#include "info_report.h"
+
+namespace afmesh::tool {
+namespace {
+
+std::string join(const std::vector<std::string> &items, const char *separator) {
+    std::string out;
+    for (const std::string &item : items) out += (out.empty() ? "" : separator) + item;
+    return out;
+}
+
+// Writes a possibly multi-line message with every line indented by `indent`.
+void write_indented(FILE *out, const std::string &text, const char *indent) {
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        fprintf(out, "%s%.*s\n", indent, static_cast<int>(end - start), text.c_str() + start);
+        start = end + 1;
+    }
+}
+
+std::string human_bytes(uint64_t bytes) {
+    // Modules report "no limit" as the largest value.
+    if (bytes == UINT64_MAX) return "unlimited";
+    constexpr const char *kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double value = static_cast<double>(bytes);
+    size_t unit = 0;
+    while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+        value /= 1024;
+        ++unit;
+    }
+    char buf[32];
+    snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
+    return buf;
+}
+
+void write_search_path(const InfoReport &report, FILE *out) {
+    fprintf(out, "Module search path:\n");
+    for (size_t i = 0; i < report.search_dirs.size(); ++i)
+        fprintf(out, "  %zu. %s\n", i + 1, report.search_dirs[i].c_str());
+}
+
+void write_modules(const InfoReport &report, FILE *out) {
+    fprintf(out, "\nModules found:%s\n", report.modules.empty() ? " none" : "");
+    for (const ModuleRecord &m : report.modules) {
+        std::string status = module_state_name(m.state);
+        // The reason already reads "shadowed by <path>" for a shadowed module.
+        if (m.state == ModuleState::kShadowed)
+            status = m.reason;
+        else if (!m.reason.empty())
+            status += ": " + m.reason;
+        fprintf(out, "  %-9s  %-10s  %s\n", module_kind_name(m.kind), m.name.c_str(), status.c_str());
+        // Whatever the module's query told about itself, when it got that far.
+        std::vector<std::string> told;
+        if (!m.version.empty()) told.push_back("version " + m.version);
+        if (m.abi_major != 0) told.push_back("ABI " + abi_text(m));
+        std::string detail = told.empty() ? "" : "  (" + join(told, ", ") + ")";
+        fprintf(out, "      %s%s\n", m.path.c_str(), detail.c_str());
+    }
+}
+
+void write_selection(const char *what, const Selection &s, FILE *out) {
+    if (!s.selected) {
+        fprintf(out, "  %-9s  none:\n", what);
+        write_indented(out, s.error, "      ");
+        return;
+    }
+    fprintf(out, "  %-9s  %s  (version %s)  %s\n", what, s.name.c_str(), s.version.c_str(), s.path.c_str());
+}
+
+void write_selected(const InfoReport &report, FILE *out) {
+    fprintf(out, "\nSelected (AFMESH_DEVICE, AFMESH_TRANSPORT):\n");
+    write_selection("device", report.device, out);
+    for (const DeviceRow &d : report.devices)
+        fprintf(out, "      device %d: %s%s%s, %s\n", d.index, d.name.c_str(), d.bus_id.empty() ? "" : " at ",
+                d.bus_id.c_str(), human_bytes(d.total_memory).c_str());
+    write_selection("transport", report.transport, out);
+    if (!report.transport.selected) return;
+    const afmesh_net_caps &c = report.caps;
+    std::string flags = join(cap_flag_names(c.flags), ", ");
+    fprintf(out,
+            "      flags: %s\n"
+            "      memory kinds: %s\n"
+            "      immediate: %" PRIu32 " B, inline: %" PRIu32 " B, max send: %" PRIu32
+            " B, max write: %s, recv depth: %" PRIu32 ", address: %" PRIu32 " B\n",
+            flags.empty() ? "(none)" : flags.c_str(), join(mem_kind_names(c.mem_kinds), ", ").c_str(),
+            c.imm_bytes, c.max_inline, c.max_send_size, human_bytes(c.max_write_size).c_str(), c.recv_depth,
+            c.max_addr_size);
+}
+
+void write_variables(const InfoReport &report, FILE *out) {
+    fprintf(out, "\nSettings:\n");
+    int width = 0;
+    for (const VariableRow &v : report.variables) width = std::max(width, static_cast<int>(strlen(v.spec->name)));
+    for (const VariableRow &v : report.variables) {
+        const char *value = v.value.empty() ? "(empty)" : v.value.c_str();
+        fprintf(out, "  %-*s  %-7s  %s\n", width, v.spec->name, v.is_set ? "set" : "default", value);
+        fprintf(out, "  %-*s  %s\n", width, "", v.spec->doc);
+    }
+}
+
+void write_notes(const InfoReport &report, FILE *out) {
+    if (report.notes.empty()) return;
+    fprintf(out, "\nNotes:\n");
+    for (const std::string &note : report.notes) write_indented(out, note, "  ");
+}
+
+}  // namespace
+
+void write_info_text(const InfoReport &report, FILE *out) {
+    fprintf(out, "afmesh %s, module ABI %d.%d\n\n", AFMESH_VERSION_STRING, AFMESH_HAL_ABI_MAJOR, AFMESH_HAL_ABI_MINOR);
+    write_search_path(report, out);
+    write_modules(report, out);
+    write_selected(report, out);
+    write_variables(report, out);
+    write_notes(report, out);
+    // Errors are not repeated here: the command writes them to stderr.
+}
+
+}  // namespace afmesh::tool

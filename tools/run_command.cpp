@@ -1,0 +1,132 @@
+// `afmesh run`: starts a local cluster (scheduler, servers, workers) as child
+// processes running one program, relays their output with a role prefix,
+// stops the rest when one fails, and exits non-zero naming the failure.
+// With --only it runs one host's share of a multi-host cluster.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "free_port.h"
+#include "process_group.h"
+
+extern char **environ;
+
+namespace afmesh::tool {
+namespace {
+
+struct RunOptions {
+    int workers = 1, servers = 1;
+    std::string scheduler = "127.0.0.1:0";
+    std::string only = "all";  // all | servers (with the scheduler) | workers
+    int timeout_s = 0;         // 0: none
+    std::vector<std::string> program;
+};
+
+bool parse(Args args, RunOptions *o) {
+    size_t i = 1;
+    for (; i < args.size(); ++i) {
+        std::string a = args[i];
+        auto value = [&]() -> const char * { return i + 1 < args.size() ? args[++i] : nullptr; };
+        const char *v = nullptr;
+        if (a == "--") {
+            ++i;
+            break;
+        } else if (a == "--workers" && (v = value())) {
+            o->workers = atoi(v);
+        } else if (a == "--servers" && (v = value())) {
+            o->servers = atoi(v);
+        } else if (a == "--scheduler" && (v = value())) {
+            o->scheduler = v;
+        } else if (a == "--only" && (v = value())) {
+            o->only = v;
+        } else if (a == "--timeout" && (v = value())) {
+            o->timeout_s = atoi(v);
+        } else {
+            fprintf(stderr, "afmesh run: unknown or incomplete option '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    for (; i < args.size(); ++i) o->program.push_back(args[i]);
+    if (o->workers < 1 || o->servers < 1 || o->program.empty() ||
+        (o->only != "all" && o->only != "servers" && o->only != "workers")) {
+        fprintf(stderr, "afmesh run: need --workers >= 1, --servers >= 1, --only all|servers|workers and -- PROGRAM\n");
+        return false;
+    }
+    return true;
+}
+
+// "afmesh" means this very executable, so `afmesh run -- afmesh bench` works
+// from a build tree that is not on PATH; other names are looked up on PATH.
+std::string resolve(const std::string &program) {
+    if (program == "afmesh") {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) return std::string(self, static_cast<size_t>(n));
+    }
+    if (program.find('/') != std::string::npos) return program;
+    const char *path = getenv("PATH");
+    for (std::string dirs = path ? path : ""; !dirs.empty();) {
+        size_t colon = dirs.find(':');
+        std::string candidate = dirs.substr(0, colon) + "/" + program;
+        if (access(candidate.c_str(), X_OK) == 0) return candidate;
+        dirs = colon == std::string::npos ? "" : dirs.substr(colon + 1);
+    }
+    return program;
+}
+
+std::vector<std::string> node_env(const RunOptions &o, const char *role, int rank) {
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e) {
+        std::string s = *e;
+        for (const char *owned : {"AFMESH_ROLE=", "AFMESH_RANK=", "AFMESH_SCHEDULER=", "AFMESH_NUM_WORKERS=",
+                                  "AFMESH_NUM_SERVERS="})
+            if (s.rfind(owned, 0) == 0) s.clear();
+        if (!s.empty()) env.push_back(s);
+    }
+    env.push_back(std::string("AFMESH_ROLE=") + role);
+    if (rank >= 0) env.push_back("AFMESH_RANK=" + std::to_string(rank));
+    env.push_back("AFMESH_SCHEDULER=" + o.scheduler);
+    env.push_back("AFMESH_NUM_WORKERS=" + std::to_string(o.workers));
+    env.push_back("AFMESH_NUM_SERVERS=" + std::to_string(o.servers));
+    return env;
+}
+
+}  // namespace
+
+int run_run(Args args) {
+    RunOptions o;
+    if (!parse(args, &o)) return kExitUsage;
+    if (o.only != "workers") o.scheduler = with_free_port(o.scheduler);
+    const std::string program = resolve(o.program[0]);
+    ProcessGroup group(true);
+    auto start = [&](const std::string &name, const std::string &path, std::vector<std::string> argv,
+                     std::vector<std::string> env) {
+        Status s = group.spawn({name, path, std::move(argv), std::move(env)});
+        if (!s) fprintf(stderr, "afmesh run: %s\n", s.message().c_str());
+        return s.is_ok();
+    };
+    bool started = true;
+    if (o.only != "workers")
+        started &= start("scheduler", resolve("afmesh"), {"afmesh", "scheduler"}, node_env(o, "scheduler", -1));
+    if (o.only != "workers")
+        for (int s = 0; s < o.servers && started; ++s)
+            started &= start("server " + std::to_string(s), program, o.program, node_env(o, "server", s));
+    if (o.only != "servers")
+        for (int w = 0; w < o.workers && started; ++w)
+            started &= start("worker " + std::to_string(w), program, o.program, node_env(o, "worker", w));
+    auto deadline = o.timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s)
+                                    : std::chrono::steady_clock::time_point::max();
+    Status result = started ? group.wait_all(deadline, true) : Status(Code::kError, "not every process started");
+    if (!result) {
+        fprintf(stderr, "afmesh run: %s\n", result.message().c_str());
+        return kExitFailure;
+    }
+    return kExitOk;
+}
+
+}  // namespace afmesh::tool

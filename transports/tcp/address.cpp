@@ -1,0 +1,110 @@
+#include "address.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <netinet/in.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace afmesh::tcp {
+namespace {
+
+constexpr size_t kMagicAt = 0, kVersionAt = 4, kFamilyAt = 5, kPortAt = 6, kScopeAt = 8, kAddrAt = 12;
+static_assert(kAddrAt + 16 == kAddressBlobSize);
+
+}  // namespace
+
+bool encode_address(const SocketAddress &address, uint8_t *blob) {
+    memset(blob, 0, kAddressBlobSize);
+    const uint32_t magic = htobe32(kAddressMagic);
+    memcpy(blob + kMagicAt, &magic, sizeof magic);
+    blob[kVersionAt] = kAddressVersion;
+    if (address.storage.ss_family == AF_INET) {
+        const auto *in = reinterpret_cast<const sockaddr_in *>(&address.storage);
+        blob[kFamilyAt] = 4;
+        memcpy(blob + kPortAt, &in->sin_port, sizeof in->sin_port);  // already network order
+        memcpy(blob + kAddrAt, &in->sin_addr, sizeof in->sin_addr);
+        return true;
+    }
+    if (address.storage.ss_family == AF_INET6) {
+        const auto *in6 = reinterpret_cast<const sockaddr_in6 *>(&address.storage);
+        blob[kFamilyAt] = 6;
+        memcpy(blob + kPortAt, &in6->sin6_port, sizeof in6->sin6_port);
+        const uint32_t scope = htobe32(in6->sin6_scope_id);
+        memcpy(blob + kScopeAt, &scope, sizeof scope);
+        memcpy(blob + kAddrAt, &in6->sin6_addr, sizeof in6->sin6_addr);
+        return true;
+    }
+    return false;
+}
+
+bool decode_address(const void *blob_ptr, size_t size, SocketAddress *out, Reason *why) {
+    const auto *blob = static_cast<const uint8_t *>(blob_ptr);
+    if (!blob || size != kAddressBlobSize) {
+        why->format("a tcp address is %zu bytes, got %zu", kAddressBlobSize, blob ? size : 0);
+        return false;
+    }
+    uint32_t magic, scope;
+    uint16_t port;
+    memcpy(&magic, blob + kMagicAt, sizeof magic);
+    memcpy(&port, blob + kPortAt, sizeof port);
+    memcpy(&scope, blob + kScopeAt, sizeof scope);
+    if (be32toh(magic) != kAddressMagic) {
+        why->format("not a tcp transport address (magic 0x%08" PRIx32 ")", be32toh(magic));
+        return false;
+    }
+    if (blob[kVersionAt] != kAddressVersion) {
+        why->format("tcp address of version %u, this module reads version %u", blob[kVersionAt], kAddressVersion);
+        return false;
+    }
+    if (port == 0) {
+        why->format("tcp address with port 0");
+        return false;
+    }
+    *out = SocketAddress{};
+    if (blob[kFamilyAt] == 4) {
+        static constexpr uint8_t kZero[12] = {};
+        if (scope != 0 || memcmp(blob + kAddrAt + 4, kZero, sizeof kZero) != 0) {
+            why->format("IPv4 tcp address with non-zero padding");
+            return false;
+        }
+        auto *in = reinterpret_cast<sockaddr_in *>(&out->storage);
+        in->sin_family = AF_INET;
+        in->sin_port = port;
+        memcpy(&in->sin_addr, blob + kAddrAt, sizeof in->sin_addr);
+        out->length = sizeof *in;
+        return true;
+    }
+    if (blob[kFamilyAt] == 6) {
+        auto *in6 = reinterpret_cast<sockaddr_in6 *>(&out->storage);
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = port;
+        in6->sin6_scope_id = be32toh(scope);
+        memcpy(&in6->sin6_addr, blob + kAddrAt, sizeof in6->sin6_addr);
+        out->length = sizeof *in6;
+        return true;
+    }
+    why->format("tcp address of unknown family %u", blob[kFamilyAt]);
+    return false;
+}
+
+AddressText format_address(const SocketAddress &address) {
+    AddressText out{};
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (address.storage.ss_family == AF_INET) {
+        const auto *in = reinterpret_cast<const sockaddr_in *>(&address.storage);
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        snprintf(out.text, sizeof out.text, "%s:%u", host, ntohs(in->sin_port));
+    } else if (address.storage.ss_family == AF_INET6) {
+        const auto *in6 = reinterpret_cast<const sockaddr_in6 *>(&address.storage);
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        snprintf(out.text, sizeof out.text, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        snprintf(out.text, sizeof out.text, "(family %d)", address.storage.ss_family);
+    }
+    return out;
+}
+
+}  // namespace afmesh::tcp

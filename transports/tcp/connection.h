@@ -1,0 +1,87 @@
+// One peer: a non-blocking TCP socket carrying frames both ways.
+//
+// Threads. The receive half belongs to the progress thread (poll()). The
+// send half, the epoll interest and the state are guarded by tx_mu_, so a
+// poster on any thread writes its frame to the socket itself (the common
+// case costs one sendmsg) while the progress thread continues whatever the
+// socket did not take when it becomes writable. A failure is recorded once,
+// under tx_mu_, by whichever thread meets it, and reported once by poll().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "address.h"
+#include "afmesh/hal/transport.h"
+#include "event_sink.h"
+#include "frame_receiver.h"
+#include "frame_sender.h"
+#include "reason.h"
+
+namespace afmesh::tcp {
+
+class Context;
+
+class Connection {
+public:
+    enum class State : uint8_t { kConnecting, kEstablished, kFailed, kClosed };
+
+    /** Takes ownership of `fd`. */
+    Connection(Context &context, int fd, State initial, const SocketAddress &peer);
+    ~Connection();
+    Connection(const Connection &) = delete;
+    Connection &operator=(const Connection &) = delete;
+
+    static Connection *from(afmesh_net_conn *handle) { return reinterpret_cast<Connection *>(handle); }
+    afmesh_net_conn *handle() { return reinterpret_cast<afmesh_net_conn *>(this); }
+    State state() const { return state_.load(std::memory_order_acquire); }
+    int fd() const { return fd_; }
+    const char *peer() const { return peer_.text; }
+
+    // --- any thread ---
+
+    /** Queues a frame and sends what the socket takes; see FrameSender::queue. */
+    int post(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source, uint32_t completion,
+             uint64_t cookie);
+    /** Fails the connection (first failure wins) and queues its EV_CONN_ERROR. */
+    void fail(const Failure &failure);
+
+    // --- progress thread (or a caller holding the context's progress lock) ---
+
+    /** Adds the socket to the epoll set: for the connect to finish, or for input. */
+    void watch();
+    /** The socket is writable: a connect finished, or queued bytes can go. */
+    void on_writable(EventSink &sink);
+    /** Reports signalled completions; true when some did not fit in `sink`. */
+    bool harvest(EventSink &sink);
+    /** Set once the connection failed; stable from then on. */
+    const Failure &failure() const { return failure_; }
+    FrameReceiver &receiver() { return receiver_; }
+    /** The caller's close(): drops everything and closes the socket. */
+    void close();
+
+    // The context's bookkeeping: membership of its work lists.
+    bool receive_queued = false;               // progress thread
+    std::atomic<bool> harvest_queued{false};   // set by posters, cleared by poll()
+
+private:
+    void push_locked();
+    void fail_locked(const Failure &failure);
+    void set_interest_locked(uint32_t events);
+
+    Context &context_;
+    int fd_;
+    const AddressText peer_;
+    std::atomic<State> state_;
+
+    std::mutex tx_mu_;
+    uint32_t interest_ = 0;  // epoll events watched; 0 while outside the epoll set
+    FrameSender sender_;
+    Failure failure_;
+
+    FrameReceiver receiver_;
+};
+
+}  // namespace afmesh::tcp

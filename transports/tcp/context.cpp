@@ -1,0 +1,422 @@
+#include "context.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <memory>
+
+#include "address.h"
+#include "connection.h"
+#include "host.h"
+#include "socket_io.h"
+#include "wire.h"
+
+namespace afmesh::tcp {
+namespace {
+
+constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
+static_assert(std::size(kMemKindNames) == AFMESH_MEM_KIND_COUNT);
+
+// The caller's limit is the writer's registered region; anything the
+// address space can hold fits the frame's 64-bit length.
+constexpr uint64_t kMaxWriteSize = SIZE_MAX;
+
+bool is_resource_shortage(int error) {
+    return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
+}
+
+template <class T>
+void erase_all(std::vector<T> &items, const T &item) {
+    items.erase(std::remove(items.begin(), items.end(), item), items.end());
+}
+
+// A connection owning `fd`; the descriptor is closed even when there is no memory for it.
+std::unique_ptr<Connection> make_connection(Context &context, int fd, Connection::State state,
+                                            const SocketAddress &peer) {
+    try {
+        return std::make_unique<Connection>(context, fd, state, peer);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+}
+
+}  // namespace
+
+int Context::create(afmesh_net_caps *caps, Context **out) {
+    if (caps->struct_size < sizeof(afmesh_net_caps))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: caps.struct_size %" PRIu32 " is below ABI 1.0's %zu",
+                          caps->struct_size, sizeof(afmesh_net_caps));
+    const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd < 0) return host_error(AFMESH_HAL_ERROR, "init: epoll_create1: %s", strerror(errno));
+    const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0) {
+        const int error = errno;
+        ::close(epoll_fd);
+        return host_error(AFMESH_HAL_ERROR, "init: eventfd: %s", strerror(error));
+    }
+    std::unique_ptr<Context> context(new Context(epoll_fd, wake_fd));
+    epoll_event watch{};
+    watch.events = EPOLLIN;
+    watch.data.ptr = const_cast<int *>(&context->wake_fd_);
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &watch) != 0)
+        return host_error(AFMESH_HAL_ERROR, "init: epoll_ctl: %s", strerror(errno));
+
+    caps->flags = AFMESH_NET_CAP_ORDERED | AFMESH_NET_CAP_WAIT_FD;  // one byte stream per connection
+    caps->imm_bytes = sizeof(uint32_t);
+    caps->max_inline = kMaxInline;
+    caps->mem_kinds = AFMESH_MEM_BIT(AFMESH_MEM_HOST);
+    caps->max_send_size = kMaxSendSize;
+    // The receiver never drops: TCP flow control holds a sender back. What
+    // bounds a connection is its sender's queue.
+    caps->recv_depth = kSendQueueDepth;
+    caps->max_addr_size = kAddressBlobSize;
+    caps->max_write_size = kMaxWriteSize;
+    *out = context.release();
+    return AFMESH_HAL_OK;
+}
+
+Context::~Context() {
+    for (Connection *conn : connections_) delete conn;
+    for (Connection *conn : closed_) delete conn;
+    regions_.clear();
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    ::close(wake_fd_);
+    ::close(epoll_fd_);
+}
+
+int Context::listen(void *addr, size_t *addr_len) {
+    if (!addr || !addr_len) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: null address buffer");
+    if (*addr_len < kAddressBlobSize)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs %zu bytes, the buffer has %zu",
+                          kAddressBlobSize, *addr_len);
+    std::lock_guard lock(progress_mu_);
+    if (listen_fd_ >= 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
+    const char *bind_host = host_config("AFMESH_TCP_BIND");
+    if (!bind_host || !*bind_host) bind_host = "127.0.0.1";
+    SocketAddress bound;
+    Reason why;
+    const int fd = open_listener(bind_host, &bound, &why);
+    if (fd < 0) return host_error(AFMESH_HAL_ERROR, "listen (AFMESH_TCP_BIND=%s): %s", bind_host, why.text);
+    epoll_event watch{};
+    watch.events = EPOLLIN;
+    watch.data.ptr = &listen_fd_;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &watch) != 0) {
+        const int error = errno;
+        ::close(fd);
+        return host_error(AFMESH_HAL_ERROR, "listen: epoll_ctl: %s", strerror(error));
+    }
+    listen_fd_ = fd;
+    encode_address(bound, static_cast<uint8_t *>(addr));
+    *addr_len = kAddressBlobSize;
+    host_log(AFMESH_LOG_INFO, "listening on %s", format_address(bound).text);
+    return AFMESH_HAL_OK;
+}
+
+int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
+    if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: null connection pointer");
+    SocketAddress peer;
+    Reason why;
+    if (!decode_address(addr, addr_len, &peer, &why))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: %s", why.text);
+    const int fd = socket(peer.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return host_error(is_resource_shortage(errno) ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR, "connect: socket: %s",
+                          strerror(errno));
+    set_no_delay(fd);
+    // A non-blocking connect interrupted by a signal carries on in the background, like EINPROGRESS.
+    const bool started = ::connect(fd, peer.get(), peer.length) == 0 || errno == EINPROGRESS || errno == EINTR;
+    const int error = errno;
+    auto conn = make_connection(*this, fd, Connection::State::kConnecting, peer);
+    std::lock_guard lock(progress_mu_);
+    connections_.insert(conn.get());
+    if (started) {
+        conn->watch();
+    } else {
+        Failure failure{AFMESH_HAL_PEER_FAILED, {}};
+        failure.reason.format("connect to %s failed: %s", conn->peer(), strerror(error));
+        conn->fail(failure);
+    }
+    *out = conn.release()->handle();
+    return AFMESH_HAL_OK;
+}
+
+int Context::accept(afmesh_net_conn **out) {
+    if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
+    std::lock_guard lock(progress_mu_);
+    if (listen_fd_ < 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
+    if (incoming_.empty()) accept_pending();
+    if (incoming_.empty()) return AFMESH_HAL_AGAIN;
+    Connection *conn = incoming_.front();
+    incoming_.pop_front();
+    conn->watch();
+    *out = conn->handle();
+    return AFMESH_HAL_OK;
+}
+
+// Takes every connection the kernel has completed. They wait, unread, in
+// incoming_ until the caller accepts them, so no event ever names a
+// connection the caller has not seen.
+void Context::accept_pending() {
+    for (;;) {
+        SocketAddress peer;
+        peer.length = sizeof peer.storage;
+        const int fd = accept4(listen_fd_, peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (!would_block(errno)) host_log(AFMESH_LOG_WARN, "accept: %s", strerror(errno));
+            return;
+        }
+        set_no_delay(fd);
+        auto conn = make_connection(*this, fd, Connection::State::kEstablished, peer);
+        connections_.insert(conn.get());
+        incoming_.push_back(conn.release());
+    }
+}
+
+int Context::close(afmesh_net_conn *handle) {
+    Connection *conn = Connection::from(handle);
+    std::lock_guard lock(progress_mu_);
+    if (!handle || !connections_.erase(conn))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
+    forget(conn);
+    conn->close();
+    closed_.push_back(conn);
+    return AFMESH_HAL_OK;
+}
+
+// Removes `conn` from every work list, so no later event names it.
+void Context::forget(Connection *conn) {
+    erase_all(receive_ready_, conn);
+    std::lock_guard lock(lists_mu_);
+    erase_all(harvest_, conn);
+    erase_all(failed_, conn);
+}
+
+int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
+                          afmesh_net_rkey *rkey) {
+    if (!ptr || !mem || !mr || !rkey)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: null pointer argument");
+    if (mem->struct_size < sizeof(afmesh_net_mem))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: mem.struct_size %" PRIu32 " is below ABI 1.0's %zu",
+                          mem->struct_size, sizeof(afmesh_net_mem));
+    if (mem->kind != AFMESH_MEM_HOST)
+        return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                          "mem_register: the tcp transport registers host memory only, not %s memory (stage it "
+                          "through pinned host memory)",
+                          mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
+    constexpr uint32_t kKnownAccess = AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE;
+    if (access == 0 || (access & ~kKnownAccess) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: access 0x%" PRIx32 " is not a set of AFMESH_NET_ACCESS_* bits",
+                          access);
+    if (bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(ptr))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: %zu bytes at %p wrap the address space", bytes, ptr);
+    Region *region = regions_.add(static_cast<uint8_t *>(ptr), bytes, access);
+    *mr = reinterpret_cast<afmesh_net_mr *>(region);
+    rkey->key = region->id();
+    rkey->addr = 0;  // writes address the region by offset
+    return AFMESH_HAL_OK;
+}
+
+int Context::mem_deregister(afmesh_net_mr *mr) {
+    if (!mr || !regions_.remove(reinterpret_cast<Region *>(mr)))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_deregister: not a registration of this context");
+    return AFMESH_HAL_OK;
+}
+
+int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
+                       const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags,
+                       uint64_t cookie) {
+    if (!conn || !dst || (bytes > 0 && !src))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
+    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
+    if (dst_offset > UINT64_MAX - bytes)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
+                          dst_offset);
+    std::shared_ptr<Region> source;
+    if (bytes > kMaxInline) {
+        if (!src_mr)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "write_imm: a %zu-byte write (above max_inline %" PRIu32 ") needs its source registration",
+                              bytes, kMaxInline);
+        source = regions_.find(reinterpret_cast<Region *>(src_mr));
+        if (!source) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: src_mr is not a live registration");
+        if (!source->allows(AFMESH_NET_ACCESS_LOCAL))
+            return host_error(AFMESH_HAL_ACCESS, "write_imm: the source registration lacks AFMESH_NET_ACCESS_LOCAL");
+        if (!source->contains(src, bytes))
+            return host_error(AFMESH_HAL_ACCESS, "write_imm: %zu bytes at %p are not inside the source registration",
+                              bytes, src);
+    }
+    FrameHeader header;
+    header.type = FrameType::kWriteImm;
+    header.imm = imm;
+    header.key = dst->key;
+    header.offset = dst_offset;
+    header.length = bytes;
+    return Connection::from(conn)->post(header, src, std::move(source),
+                                        (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0, cookie);
+}
+
+int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
+    if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
+    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
+    if (len > kMaxSendSize)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
+                          kMaxSendSize);
+    FrameHeader header;
+    header.type = FrameType::kSend;
+    header.length = len;
+    return Connection::from(conn)->post(header, buf, nullptr, (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_SEND_DONE : 0,
+                                        cookie);
+}
+
+int Context::poll(afmesh_net_event *events, int max) {
+    if (max < 0 || (max > 0 && !events))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "poll: need an array for max >= 0 events");
+    std::lock_guard lock(progress_mu_);
+    sleeping_.store(false, std::memory_order_seq_cst);
+    // The previous poll's events are stale now, and with them any pointer into a closed connection.
+    for (Connection *conn : closed_) delete conn;
+    closed_.clear();
+
+    EventSink sink(events, max);
+    scratch_.swap(receive_ready_);
+    for (Connection *conn : scratch_) {
+        conn->receive_queued = false;
+        conn->receiver().reclaim();
+        receive(conn, sink);
+    }
+    scratch_.clear();
+
+    const int ready = epoll_wait(epoll_fd_, ready_, kEpollBatch, 0);
+    if (ready < 0 && errno != EINTR) return host_error(AFMESH_HAL_ERROR, "poll: epoll_wait: %s", strerror(errno));
+    for (int i = 0; i < ready; ++i) dispatch(ready_[i], sink);
+
+    harvest(sink);
+    report_failures(sink);
+    return sink.count();
+}
+
+void Context::dispatch(const epoll_event &ready, EventSink &sink) {
+    if (ready.data.ptr == &wake_fd_) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof count);
+        return;
+    }
+    if (ready.data.ptr == &listen_fd_) {
+        accept_pending();
+        return;
+    }
+    auto *conn = static_cast<Connection *>(ready.data.ptr);
+    // While connecting, any readiness (including an error) settles the connect.
+    if ((ready.events & EPOLLOUT) || conn->state() == Connection::State::kConnecting) conn->on_writable(sink);
+    if (ready.events & (EPOLLIN | EPOLLERR | EPOLLHUP)) receive(conn, sink);
+}
+
+void Context::receive(Connection *conn, EventSink &sink) {
+    if (conn->state() != Connection::State::kEstablished) return;
+    switch (conn->receiver().progress(conn->fd(), conn->handle(), regions_, sink)) {
+    case FrameReceiver::Result::kDrained:
+        return;
+    case FrameReceiver::Result::kPaused:
+        queue_receive(conn);
+        return;
+    case FrameReceiver::Result::kFailed:
+        conn->fail(conn->receiver().failure());
+        return;
+    }
+}
+
+void Context::queue_receive(Connection *conn) {
+    if (conn->receive_queued) return;
+    conn->receive_queued = true;
+    receive_ready_.push_back(conn);
+}
+
+void Context::queue_harvest(Connection *conn) {
+    if (conn->harvest_queued.exchange(true, std::memory_order_acq_rel)) return;
+    {
+        std::lock_guard lock(lists_mu_);
+        harvest_.push_back(conn);
+    }
+    wake();
+}
+
+void Context::queue_failure(Connection *conn) {
+    {
+        std::lock_guard lock(lists_mu_);
+        failed_.push_back(conn);
+    }
+    wake();
+}
+
+void Context::harvest(EventSink &sink) {
+    {
+        std::lock_guard lock(lists_mu_);
+        scratch_.swap(harvest_);
+    }
+    for (Connection *conn : scratch_) {
+        conn->harvest_queued.store(false, std::memory_order_release);
+        if (conn->harvest(sink)) queue_harvest(conn);
+    }
+    scratch_.clear();
+}
+
+// Last, so that completions reaped in this poll precede the failure of their connection.
+void Context::report_failures(EventSink &sink) {
+    std::lock_guard lock(lists_mu_);
+    size_t reported = 0;
+    for (; reported < failed_.size() && !sink.full(); ++reported) {
+        Connection *conn = failed_[reported];
+        afmesh_net_event &event = sink.add(AFMESH_NET_EV_CONN_ERROR, conn->handle());
+        event.status = conn->failure().status;
+        event.reason = conn->failure().reason.text;
+    }
+    failed_.erase(failed_.begin(), failed_.begin() + static_cast<ptrdiff_t>(reported));
+}
+
+int Context::wait_fd(int *fd) const {
+    if (!fd) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "get_wait_fd: null pointer");
+    *fd = epoll_fd_;
+    return AFMESH_HAL_OK;
+}
+
+// The fi_trywait pattern. sleeping_ is set before the work lists are
+// checked, and posting threads fill a list before they read sleeping_, so
+// either arm() sees the work or the poster sees the sleeper and wakes it.
+int Context::arm() {
+    std::lock_guard lock(progress_mu_);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    bool pending = !receive_ready_.empty();
+    {
+        std::lock_guard lists(lists_mu_);
+        pending = pending || !harvest_.empty() || !failed_.empty();
+    }
+    if (!pending) return AFMESH_HAL_OK;
+    sleeping_.store(false, std::memory_order_seq_cst);
+    return AFMESH_HAL_AGAIN;
+}
+
+void Context::wake() {
+    if (!sleeping_.load(std::memory_order_seq_cst) || !sleeping_.exchange(false, std::memory_order_seq_cst)) return;
+    const uint64_t one = 1;
+    // Fails only when the counter is saturated, i.e. already signalled.
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+}
+
+bool Context::set_interest(int fd, uint32_t from, uint32_t to, Connection *conn) {
+    epoll_event watch{};
+    watch.events = to;
+    watch.data.ptr = conn;
+    const int op = from == 0 ? EPOLL_CTL_ADD : to == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+    return epoll_ctl(epoll_fd_, op, fd, &watch) == 0;
+}
+
+}  // namespace afmesh::tcp

@@ -1,0 +1,112 @@
+// One transport context (what init() creates): the listening socket, every
+// connection, the region table, and the progress engine poll() runs.
+//
+// Progress. poll() drives everything with one level-triggered epoll set over
+// the listener, the connections and a wake-up eventfd; its descriptor is the
+// wait fd. Receives happen only in poll(). Sends happen on the posting
+// thread when the socket takes them, otherwise in poll() once it is
+// writable again.
+//
+// Locks, in the order they nest:
+//   progress_mu_  held by poll(), arm() and connection set-up and tear-down
+//                 (connect, accept, close): those calls wait for a running
+//                 poll() (which never blocks), data-path calls never do;
+//   Connection::tx_mu_   one connection's send side and state;
+//   lists_mu_     work that posting threads hand to poll(): completions to
+//                 report and failures to report.
+// RegionTable has its own lock and nests inside all of these.
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "afmesh/hal/transport.h"
+#include "event_sink.h"
+#include "region_table.h"
+
+namespace afmesh::tcp {
+
+class Connection;
+
+/** Writes up to this size are copied at post time (caps.max_inline). */
+inline constexpr uint32_t kMaxInline = 256;
+
+class Context {
+public:
+    /** init(): fills `caps` and creates the context. */
+    static int create(afmesh_net_caps *caps, Context **out);
+    ~Context();
+    Context(const Context &) = delete;
+    Context &operator=(const Context &) = delete;
+
+    int listen(void *addr, size_t *addr_len);
+    int connect(const void *addr, size_t addr_len, afmesh_net_conn **out);
+    int accept(afmesh_net_conn **out);
+    int close(afmesh_net_conn *conn);
+
+    int mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
+                     afmesh_net_rkey *rkey);
+    int mem_deregister(afmesh_net_mr *mr);
+
+    int write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
+                  const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie);
+    int send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie);
+
+    int poll(afmesh_net_event *events, int max);
+    int wait_fd(int *fd) const;
+    int arm();
+
+    // --- for connections ---
+
+    /** Moves `fd` from the `from` to the `to` epoll interest (0: not watched). */
+    bool set_interest(int fd, uint32_t from, uint32_t to, Connection *conn);
+    /** `conn` has signalled completions for poll() to report. */
+    void queue_harvest(Connection *conn);
+    /** `conn` has failed; poll() reports it. */
+    void queue_failure(Connection *conn);
+
+private:
+    Context(int epoll_fd, int wake_fd) : epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
+
+    void wake();
+    void accept_pending();
+    void dispatch(const epoll_event &ready, EventSink &sink);
+    void receive(Connection *conn, EventSink &sink);
+    void queue_receive(Connection *conn);
+    void harvest(EventSink &sink);
+    void report_failures(EventSink &sink);
+    void forget(Connection *conn);
+
+    const int epoll_fd_;
+    const int wake_fd_;  // eventfd: posting threads wake a poll thread asleep on the epoll fd
+    RegionTable regions_;
+
+    std::mutex progress_mu_;
+    // --- guarded by progress_mu_ ---
+    int listen_fd_ = -1;
+    std::unordered_set<Connection *> connections_;  // every connection this context owns
+    std::deque<Connection *> incoming_;             // accepted by the kernel, not yet by the caller
+    std::vector<Connection *> receive_ready_;       // must be received from without waiting for epoll
+    std::vector<Connection *> closed_;              // freed at the next poll: the last events may point into them
+    std::vector<Connection *> scratch_;
+    static constexpr int kEpollBatch = 64;
+    epoll_event ready_[kEpollBatch];
+
+    std::mutex lists_mu_;
+    // --- guarded by lists_mu_ ---
+    std::vector<Connection *> harvest_;
+    std::vector<Connection *> failed_;
+
+    // Set by arm() just before the caller sleeps on the epoll fd; a posting
+    // thread that hands poll() work then rings the eventfd.
+    std::atomic<bool> sleeping_{false};
+};
+
+}  // namespace afmesh::tcp

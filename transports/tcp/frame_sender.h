@@ -1,0 +1,57 @@
+// The sending half of a connection: turns posted operations into frames and
+// writes them with gathered sends, straight from the caller's registered
+// memory for large writes. Not thread-safe: the connection serialises it.
+#pragma once
+
+#include <memory>
+
+#include "afmesh/hal/transport.h"
+#include "copy_fifo.h"
+#include "event_sink.h"
+#include "reason.h"
+#include "send_queue.h"
+#include "wire.h"
+
+namespace afmesh::tcp {
+
+/** Operations one connection may have queued before posting returns AGAIN. */
+inline constexpr size_t kSendQueueDepth = 4096;
+/** Bytes of copied payloads one connection may have queued. */
+inline constexpr size_t kCopyFifoBytes = 256 * 1024;
+
+class FrameSender {
+public:
+    FrameSender() : queue_(kSendQueueDepth), copies_(kCopyFifoBytes) {}
+
+    /**
+     * Queues a frame. With a `source` region the payload is sent from
+     * `payload` in place; without one it is copied now. `completion` is the
+     * event to report once the frame is sent (0: none).
+     * @return OK, or AGAIN when the queue or the copy space is full.
+     */
+    int queue(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source, uint32_t completion,
+              uint64_t cookie);
+
+    bool has_unsent() const { return queue_.unsent_count() > 0; }
+
+    enum class Flush { kAllSent, kBlocked, kFailed };
+    /** Writes unsent frames until all are sent or the socket is full. */
+    Flush flush(int fd, Failure *failure);
+
+    /**
+     * Retires sent operations, oldest first. A signalled one becomes an event
+     * in `sink` while it has room; with no sink (a posting thread), retiring
+     * stops at the first signalled one, left for poll() to report.
+     * @return whether a signalled completion is still waiting to be reported.
+     */
+    bool retire(EventSink *sink, afmesh_net_conn *conn);
+
+    /** Forgets every queued operation without completions (the connection is gone). */
+    void drop_all();
+
+private:
+    SendQueue queue_;
+    CopyFifo copies_;
+};
+
+}  // namespace afmesh::tcp

@@ -1,0 +1,59 @@
+// The tcp transport's wire format. Every operation travels on the
+// connection's byte stream as one fixed-size frame header followed by its
+// payload. All header fields are in network byte order:
+//
+//   offset size field
+//        0    4 magic     kFrameMagic
+//        4    1 version   kProtocolVersion
+//        5    1 type      FrameType
+//        6    2 reserved  zero
+//        8    4 imm       WRITE_IMM: the immediate; SEND: zero
+//       12    4 reserved  zero
+//       16    8 key       WRITE_IMM: the destination region id; SEND: zero
+//       24    8 offset    WRITE_IMM: byte offset in that region; SEND: zero
+//       32    8 length    payload bytes that follow the header
+//
+// Every field is checked on arrival; reserved fields must be zero so a later
+// protocol revision can give them a meaning without being misread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "reason.h"
+
+namespace afmesh::tcp {
+
+inline constexpr uint32_t kFrameMagic = 0x41464d54;  // "AFMT"
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderSize = 40;
+
+/** Largest two-sided message; the receiver holds one whole message per connection. */
+inline constexpr uint32_t kMaxSendSize = 64 * 1024;
+
+enum class FrameType : uint8_t {
+    kWriteImm = 1,  // payload lands in a registered region, then EV_IMM
+    kSend = 2,      // payload is a message delivered as EV_RECV
+};
+
+/** A header's meaningful fields, in host byte order. */
+struct FrameHeader {
+    FrameType type = FrameType::kWriteImm;
+    uint32_t imm = 0;
+    uint64_t key = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+};
+
+/** Writes `header` as kFrameHeaderSize bytes at `out`. */
+void encode_frame_header(const FrameHeader &header, uint8_t *out);
+
+/**
+ * Reads kFrameHeaderSize bytes at `in` into `*out`, checking every rule the
+ * wire format states (magic, version, type, reserved fields, SEND field use
+ * and size). Region bounds are the receiver's to check. On a violation,
+ * returns false and says why in `*why`.
+ */
+bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why);
+
+}  // namespace afmesh::tcp
