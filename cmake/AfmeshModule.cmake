@@ -18,6 +18,10 @@ function(afmesh_add_module kind name)
     # Catch a missing library at build time; sanitizer runtimes come from the host program.
     target_link_options(${target} PRIVATE -Wl,--no-undefined)
   endif()
+  # Export afmesh_module_query alone (see the map for why visibility is not enough).
+  set(export_map ${PROJECT_SOURCE_DIR}/cmake/module_exports.map)
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${export_map}")
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${export_map})
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME ${file_name}
     PREFIX lib

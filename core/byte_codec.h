@@ -15,7 +15,7 @@ class ByteWriter {
 public:
     explicit ByteWriter(std::vector<uint8_t> &out) : out_(out) {}
 
-    void u8(uint8_t v) { out_.push_back(v); }
+    void u8(uint8_t v) { put(v, 1); }
     void u16(uint16_t v) { put(v, 2); }
     void u32(uint32_t v) { put(v, 4); }
     void u64(uint64_t v) { put(v, 8); }
@@ -31,7 +31,9 @@ public:
 
 private:
     void put(uint64_t v, int n) {
-        for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        uint8_t bytes[8];
+        for (int i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(v >> (8 * i));
+        out_.insert(out_.end(), bytes, bytes + n);
     }
     std::vector<uint8_t> &out_;
 };

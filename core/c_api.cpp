@@ -129,7 +129,7 @@ afmesh_status afmesh_node_create(const afmesh_config *c, afmesh_node **node) {
     *node = nullptr;
     return guarded([&]() -> Status {
         afmesh::Config config;
-        afmesh::Role role;
+        afmesh::Role role = afmesh::Role::kWorker;
         if (Status s = build_config(c, &config, &role); !s) return s;
         if (role == afmesh::Role::kScheduler) {
             std::unique_ptr<afmesh::SchedulerNode> n;

@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <algorithm>
+#include <cstddef>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -58,6 +59,34 @@ const afmesh_host_services kHostServices = {
     host_set_error,
     host_get_config,
 };
+
+// Sizes of the operation tables at ABI 1.0: later minors append entries, and
+// a module built against 1.0 must still load.
+constexpr uint32_t kDeviceOpsSize1_0 = offsetof(afmesh_device_ops, dmabuf_export) + sizeof(void *);
+constexpr uint32_t kNetOpsSize1_0 = offsetof(afmesh_net_ops, arm) + sizeof(void *);
+
+// The first mandatory entry a module left NULL, or nullptr. Optional ones
+// (flags, dma-buf, wait fd) may be NULL and are checked where used.
+const char *missing_required_entry(afmesh_module_kind kind, const void *ops) {
+#define AFMESH_REQUIRE(table, entry) \
+    if (!table->entry) return #entry
+    if (kind == AFMESH_MODULE_DEVICE) {
+        auto *d = static_cast<const afmesh_device_ops *>(ops);
+        AFMESH_REQUIRE(d, init); AFMESH_REQUIRE(d, fini); AFMESH_REQUIRE(d, device_count);
+        AFMESH_REQUIRE(d, device_info); AFMESH_REQUIRE(d, set_device); AFMESH_REQUIRE(d, mem_alloc);
+        AFMESH_REQUIRE(d, mem_free); AFMESH_REQUIRE(d, pointer_query); AFMESH_REQUIRE(d, memcpy_sync);
+        AFMESH_REQUIRE(d, memcpy_async); AFMESH_REQUIRE(d, stream_create); AFMESH_REQUIRE(d, stream_destroy);
+        AFMESH_REQUIRE(d, stream_sync); AFMESH_REQUIRE(d, event_create); AFMESH_REQUIRE(d, event_destroy);
+        AFMESH_REQUIRE(d, event_record); AFMESH_REQUIRE(d, event_query); AFMESH_REQUIRE(d, event_sync);
+    } else {
+        auto *n = static_cast<const afmesh_net_ops *>(ops);
+        AFMESH_REQUIRE(n, init); AFMESH_REQUIRE(n, fini); AFMESH_REQUIRE(n, listen); AFMESH_REQUIRE(n, connect);
+        AFMESH_REQUIRE(n, accept); AFMESH_REQUIRE(n, close); AFMESH_REQUIRE(n, mem_register);
+        AFMESH_REQUIRE(n, mem_deregister); AFMESH_REQUIRE(n, write_imm); AFMESH_REQUIRE(n, send); AFMESH_REQUIRE(n, poll);
+    }
+#undef AFMESH_REQUIRE
+    return nullptr;
+}
 
 bool is_directory(const std::string &path) {
     struct stat st;
@@ -219,7 +248,16 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
     module->kind_ = record.kind;
     // NODELETE: a module's thread-locals and vendor runtimes may outlive dlclose.
     module->handle_ = dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!module->handle_) return fail(ModuleState::kError, Code::kError, std::string("dlopen failed: ") + dlerror());
+    if (!module->handle_) {
+        // A vendor library the module links (libamdhip64, libze_loader...) is
+        // absent: this host simply lacks that runtime, like init()'s NOT_PRESENT.
+        std::string error = dlerror();
+        const bool runtime_missing = error.find("cannot open shared object file") != std::string::npos &&
+                                     error.rfind(record.path, 0) != 0;
+        if (runtime_missing)
+            return fail(ModuleState::kNotPresent, Code::kNotPresent, "its runtime library is not installed: " + error);
+        return fail(ModuleState::kError, Code::kError, "dlopen failed: " + error);
+    }
     dlerror();
     auto query = reinterpret_cast<afmesh_module_query_fn>(dlsym(module->handle_, AFMESH_MODULE_QUERY_SYMBOL));
     if (!query) {
@@ -246,10 +284,11 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
         return fail(ModuleState::kError, Code::kError,
                     std::string("the module calls itself '") + (desc.name ? desc.name : "(null)") +
                         "', which does not match its file name");
-    const uint32_t min_ops_size =
-        record.kind == AFMESH_MODULE_DEVICE ? sizeof(afmesh_device_ops) : sizeof(afmesh_net_ops);
+    const uint32_t min_ops_size = record.kind == AFMESH_MODULE_DEVICE ? kDeviceOpsSize1_0 : kNetOpsSize1_0;
     if (!desc.ops || *static_cast<const uint32_t *>(desc.ops) < min_ops_size)
         return fail(ModuleState::kError, Code::kError, "operations table missing or shorter than ABI 1.0's");
+    if (const char *missing = missing_required_entry(record.kind, desc.ops))
+        return fail(ModuleState::kError, Code::kError, std::string("required entry '") + missing + "' is NULL");
     module->ops_ = desc.ops;
     module->name_ = desc.name;
     module->version_ = record.version;

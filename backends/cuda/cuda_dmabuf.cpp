@@ -13,7 +13,8 @@ int dmabuf_export(void *ctx, const void *ptr, size_t bytes, int *fd, uint64_t *o
     const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr);
     if (begin + bytes < begin) return fail(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: range wraps around");
     if (!c.driver.get_handle_for_address_range)
-        return fail(AFMESH_HAL_NOT_SUPPORTED, "the NVIDIA driver has no cuMemGetHandleForAddressRange (dma-buf export)");
+        return fail(AFMESH_HAL_NOT_SUPPORTED,
+                    "the NVIDIA driver has no cuMemGetHandleForAddressRange (dma-buf export)");
 
     cudaPointerAttributes attr{};
     if (cudaError_t err = cudaPointerGetAttributes(&attr, ptr))

@@ -84,9 +84,6 @@ private:
     bool switched_ = false;
 };
 
-/** The module's own non-blocking stream on `device` for synchronous copies (created on first use). */
-cudaError_t copy_stream(Context &ctx, int device, cudaStream_t *stream);
-
 // cuda_devices.cpp
 int init(void **ctx);
 void fini(void *ctx);

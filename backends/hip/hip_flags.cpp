@@ -108,8 +108,9 @@ int flag_write(void *, void *flag, uint32_t value) {
     do {
         if (value == current) return AFMESH_HAL_OK;
         if (value < current)
-            return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: %u is below the flag's value %llu; flags only increase",
-                        value, static_cast<unsigned long long>(current));
+            return fail(AFMESH_HAL_INVALID_ARGUMENT,
+                        "flag_write: %u is below the flag's value %llu; flags only increase", value,
+                        static_cast<unsigned long long>(current));
         // Release: what the host wrote before publishing `value` is visible to whoever observes it.
     } while (!word.compare_exchange_weak(current, value, std::memory_order_release, std::memory_order_relaxed));
     return AFMESH_HAL_OK;

@@ -61,9 +61,6 @@ private:
     bool switched_ = false;
 };
 
-/** The module's own non-blocking stream on `device` for synchronous copies (created on first use). */
-hipError_t copy_stream(Context &ctx, int device, hipStream_t *stream);
-
 // hip_devices.cpp
 int init(void **ctx);
 void fini(void *ctx);

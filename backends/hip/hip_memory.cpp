@@ -22,8 +22,7 @@ hipError_t owning_device(const void *ptr, int *device) {
     return hipSuccess;
 }
 
-}  // namespace
-
+// The module's own non-blocking stream on `device` for synchronous copies, created on first use.
 hipError_t copy_stream(Context &ctx, int device, hipStream_t *stream) {
     DeviceState &state = ctx.devices[device];
     std::call_once(state.copy_stream_once, [&state, device] {
@@ -35,6 +34,8 @@ hipError_t copy_stream(Context &ctx, int device, hipStream_t *stream) {
     *stream = state.copy_stream;
     return state.copy_stream_error;
 }
+
+}  // namespace
 
 int mem_alloc(void *ctx, int device, uint32_t where, size_t bytes, void **ptr) {
     if (int rc = module::check_alloc_args(device, context(ctx).device_count, where, bytes, ptr)) return rc;

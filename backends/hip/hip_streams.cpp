@@ -66,7 +66,8 @@ int event_query(void *, void *event) {
 
 int event_sync(void *, void *event) {
     if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_sync: null event");
-    if (hipError_t err = hipEventSynchronize(static_cast<hipEvent_t>(event))) return fail_hip(err, "hipEventSynchronize");
+    if (hipError_t err = hipEventSynchronize(static_cast<hipEvent_t>(event)))
+        return fail_hip(err, "hipEventSynchronize");
     return AFMESH_HAL_OK;
 }
 

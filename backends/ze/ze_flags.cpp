@@ -17,7 +17,6 @@
 //    `passed` event is signalled, i.e. once the device has finished with both.
 //    Pairs are reclaimed lazily by the next write or wait on the same flag, so
 //    the number of events a flag holds is bounded by its waits in flight.
-#include <algorithm>
 #include <new>
 
 #include "ze_internal.h"
@@ -40,17 +39,20 @@ struct Flag {
 
 Flag *as_flag(void *flag) { return static_cast<Flag *>(flag); }
 
-// Returns the events of every wait the device has passed to the slab. Caller holds f.mutex.
+// Returns the events of every wait the device has passed to the slab, in one
+// pass: giving an event back resets it, so "passed" cannot be asked twice.
+// Caller holds f.mutex.
 void reclaim_passed(Context &c, Flag &f) {
-    auto passed = [](const PendingWait &w) {
-        return w.released && zeEventQueryStatus(w.passed) == ZE_RESULT_SUCCESS;
-    };
+    auto kept = f.waits.begin();
     for (const PendingWait &w : f.waits) {
-        if (!passed(w)) continue;
-        c.events->give(w.release);
-        c.events->give(w.passed);
+        if (w.released && zeEventQueryStatus(w.passed) == ZE_RESULT_SUCCESS) {
+            c.events->give(w.release);
+            c.events->give(w.passed);
+        } else {
+            *kept++ = w;
+        }
     }
-    std::erase_if(f.waits, passed);
+    f.waits.erase(kept, f.waits.end());
 }
 
 }  // namespace

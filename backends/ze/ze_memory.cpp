@@ -62,7 +62,8 @@ int mem_free(void *ctx, uint32_t where, void *ptr) {
 int pointer_query(void *ctx, const void *ptr, uint32_t *kind, int *device) {
     if (!ptr || !kind || !device) return fail(AFMESH_HAL_INVALID_ARGUMENT, "pointer_query: null argument");
     int owner = -1;
-    if (ze_result_t res = owning_device(context(ctx), ptr, &owner)) return fail_ze(res, "zeMemGetAllocProperties(%p)", ptr);
+    if (ze_result_t res = owning_device(context(ctx), ptr, &owner))
+        return fail_ze(res, "zeMemGetAllocProperties(%p)", ptr);
     *kind = owner >= 0 ? AFMESH_MEM_ZE : AFMESH_MEM_HOST;
     *device = owner;
     return AFMESH_HAL_OK;

@@ -29,6 +29,8 @@ Status FrameReader::fill(int fd) {
     if (n > 0) return Status::ok();
     if (n < 0) {
         if (err == EAGAIN || err == EWOULDBLOCK) return Status::ok();
+        // A peer that closes with our data unread sends a reset: to us it is the same end of stream.
+        if (err == ECONNRESET) return {Code::kPeerFailed, "connection closed (reset by peer)"};
         return {Code::kError, "recv: " + errno_text(err)};
     }
     if (buf_.empty()) return {Code::kPeerFailed, "connection closed"};

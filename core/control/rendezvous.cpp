@@ -55,20 +55,21 @@ Status Rendezvous::check_rank(const Hello &hello) const {
     const char *role = role_name(hello.role);
     int32_t n = expected(hello.role);
     const std::vector<Admitted> &same_role = admitted(hello.role);
+    if (hello.requested_rank != -1) {
+        if (hello.requested_rank < 0 || hello.requested_rank >= n) {
+            return invalid(std::string("requested ") + role + " rank " + std::to_string(hello.requested_rank) +
+                           " is out of range: the cluster has " + std::to_string(n) + " " + role + "(s)");
+        }
+        for (const Admitted &a : same_role) {
+            if (a.hello.requested_rank == hello.requested_rank) {
+                return invalid(std::string(role) + " rank " + std::to_string(hello.requested_rank) +
+                               " is already taken by the node at " + a.host);
+            }
+        }
+    }
     if (static_cast<int32_t>(same_role.size()) >= n) {
         return invalid(std::string("topology mismatch: the cluster has ") + std::to_string(n) + " " + role +
                        "(s) and all of them have already joined");
-    }
-    if (hello.requested_rank == -1) return Status::ok();
-    if (hello.requested_rank < 0 || hello.requested_rank >= n) {
-        return invalid(std::string("requested ") + role + " rank " + std::to_string(hello.requested_rank) +
-                       " is out of range: the cluster has " + std::to_string(n) + " " + role + "(s)");
-    }
-    for (const Admitted &a : same_role) {
-        if (a.hello.requested_rank == hello.requested_rank) {
-            return invalid(std::string(role) + " rank " + std::to_string(hello.requested_rank) +
-                           " is already taken by the node at " + a.host);
-        }
     }
     return Status::ok();
 }

@@ -113,6 +113,7 @@ private:
     void tick(Clock::time_point now);
     void finish_iteration();
     void maybe_finish();
+    void give_up_joining();
 
     /** The peer is gone or must go. With `tell`, it gets an ERROR before the connection closes. */
     void lose(Peer &p, const std::string &reason, std::optional<Status> tell);
@@ -143,6 +144,7 @@ private:
     bool finishing_ = false;  // STOP_DONE sent: draining the last connections
     Status outcome_;
     Clock::time_point next_tick_;
+    Clock::time_point join_deadline_;  // no complete roster by then: give up
     Clock::time_point accept_resume_;
 
     std::mutex mu_;
@@ -156,6 +158,7 @@ private:
 
 void SchedulerImpl::run() {
     next_tick_ = Clock::now() + options_.heartbeat_interval;
+    join_deadline_ = Clock::now() + options_.connect_timeout;
     progress_ = {ProgressPhase::kJoin, rendezvous_.workers_missing(), rendezvous_.servers_missing(), ""};
     for (;;) {
         {
@@ -435,6 +438,7 @@ Peer *SchedulerImpl::member_peer(NodeId node) {
 }
 
 void SchedulerImpl::tick(Clock::time_point now) {
+    if (!members_ && !finishing_ && now >= join_deadline_) return give_up_joining();
     for (auto &[id, p] : peers_) {
         if (p.closed || p.phase == PeerPhase::kClosing) continue;
         auto silent = std::chrono::duration_cast<milliseconds>(now - p.last_heard);
@@ -490,6 +494,25 @@ void SchedulerImpl::maybe_finish() {
         if (p.closed || p.phase == PeerPhase::kClosing) continue;
         if (p.phase == PeerPhase::kMember) {
             queue_message(p.writer, StopDoneMsg{outcome_});
+            begin_closing(p);
+        } else {
+            close_now(p);
+        }
+    }
+}
+
+// The cluster never formed: tell the nodes that came, and end, so a missing
+// node cannot keep the others (or this process) waiting forever.
+void SchedulerImpl::give_up_joining() {
+    finishing_ = true;
+    outcome_ = Status(Code::kTimeout, "no complete cluster after " + std::to_string(options_.connect_timeout.count()) +
+                                          " ms: " + join_summary());
+    AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", outcome_.message().c_str());
+    listener_.reset();
+    for (auto &[id, p] : peers_) {
+        if (p.closed || p.phase == PeerPhase::kClosing) continue;
+        if (p.phase == PeerPhase::kJoined) {
+            queue_message(p.writer, ErrorMsg{outcome_});
             begin_closing(p);
         } else {
             close_now(p);

@@ -110,7 +110,14 @@ std::string format_sockaddr(const sockaddr *addr, bool with_port) {
         }
     }
     if (!with_port) return text;
-    return (v6 ? "[" + std::string(text) + "]" : std::string(text)) + ":" + std::to_string(port);
+    // Built by appending: GCC 12 reports a false -Wrestrict on "[" + std::string.
+    std::string out;
+    if (v6) out += '[';
+    out += text;
+    if (v6) out += ']';
+    out += ':';
+    out += std::to_string(port);
+    return out;
 }
 
 Status listen_tcp(const std::string &address, UniqueFd *out, std::string *bound) {

@@ -150,6 +150,10 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
 
 void Node::accept_pending() {
     std::lock_guard lock(mu_);
+    accept_pending_locked();
+}
+
+void Node::accept_pending_locked() {
     afmesh_net_conn *conn = nullptr;
     while (transport_->net().accept(transport_->ctx(), &conn) == AFMESH_HAL_OK) {
         peer_of_.emplace(conn, -1);
@@ -161,12 +165,12 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
     std::lock_guard lock(mu_);
     for (int i = 0; i < count; ++i) {
         const afmesh_net_event &ev = events[i];
-        auto it = peer_of_.find(ev.conn);
-        if (it == peer_of_.end()) {
-            if (role_ != Role::kServer) continue;
-            it = peer_of_.emplace(ev.conn, -1).first;  // an incoming connection not accepted yet
-            conns_.push_back(ev.conn);
+        if (ev.type == AFMESH_NET_EV_INCOMING) {
+            if (role_ == Role::kServer) accept_pending_locked();
+            continue;
         }
+        auto it = peer_of_.find(ev.conn);
+        if (it == peer_of_.end()) continue;  // closed by us: nothing more to do
         const int32_t peer = it->second;
         switch (ev.type) {
         case AFMESH_NET_EV_CONNECTED: {

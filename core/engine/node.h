@@ -62,6 +62,7 @@ private:
     Status start();
     Status connect_data_plane(Clock::time_point deadline);
     void accept_pending();
+    void accept_pending_locked();
     void close_data_plane();
     void dispatch(const afmesh_net_event *events, int count);
     void on_peer_down(Role role, int32_t rank, const std::string &reason);

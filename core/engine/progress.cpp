@@ -65,19 +65,37 @@ void Progress::stop() {
     wake_fd_ = -1;
 }
 
-int Progress::try_progress() {
+int Progress::try_progress(bool *polled) {
     std::unique_lock lock(poll_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return 0;
+    if (polled) *polled = true;
     int n = transport_.net().poll(transport_.ctx(), events_.data(), kMaxEventsPerPoll);
     if (n > 0) dispatch_(events_.data(), n);
     return n;
 }
 
+int Progress::poll_once() {
+    bool polled = false;
+    int n = try_progress(&polled);
+    if (polled) hand_back_to_netrecv();
+    return n;
+}
+
+// Any poll may leave work inside the transport (a paused receive, a
+// completion) with its fd not readable, and the NetRecv thread may have
+// armed before that poll: so a thread that polled wakes it to look again.
+void Progress::hand_back_to_netrecv() {
+    if (!netrecv_asleep_.load()) return;
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+}
+
 void Progress::notify_waiters() {
-    // Pairs with the waiter's increment: either we see it, or it sees the
-    // state our caller just made ready.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.load() == 0) return;
+    // A read-modify-write, not a load: RMWs on sleepers_ are totally ordered,
+    // so either we see the waiter's increment, or its increment reads ours
+    // and the waiter then sees the state our caller just made ready.
+    if (sleepers_.fetch_add(0, std::memory_order_acq_rel) == 0) return;
     std::lock_guard lock(wait_mu_);
     wait_cv_.notify_all();
 }
@@ -97,13 +115,21 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
     const auto spin_until = mode == PollMode::kBusy       ? deadline
                             : mode == PollMode::kAdaptive ? Clock::now() + kAdaptiveSpin
                                                           : Clock::now();
+    spinners_.fetch_add(1);
+    bool timed_out = false, polled = false;
     while (!ready()) {
         auto now = Clock::now();
-        if (now >= deadline) return {Code::kTimeout, "timed out"};
+        if (now >= deadline) {
+            timed_out = true;
+            break;
+        }
         if (now >= spin_until) break;
-        if (try_progress() == 0) cpu_relax();
+        if (try_progress(&polled) == 0) cpu_relax();
     }
+    spinners_.fetch_sub(1);
+    if (polled) hand_back_to_netrecv();
     if (ready()) return Status::ok();
+    if (timed_out) return {Code::kTimeout, "timed out"};
     // Sleep; the NetRecv thread makes progress and notifies.
     sleepers_.fetch_add(1);
     std::unique_lock lock(wait_mu_);
@@ -119,13 +145,20 @@ void Progress::sleep_on_transport() {
         std::this_thread::sleep_for(kNapWithoutFd);
         return;
     }
+    // Announced before arming: a poll by another thread after arm() sees it
+    // and wakes us (hand_back_to_netrecv); one before arm() is seen by arm().
+    netrecv_asleep_.store(true);
     {
         // arm() and poll() must not run concurrently; a waiter may be polling.
         std::lock_guard lock(poll_mu_);
-        if (ops.arm(transport_.ctx()) != AFMESH_HAL_OK) return;  // events pending: poll again first
+        if (ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {  // events pending: poll again first
+            netrecv_asleep_.store(false);
+            return;
+        }
     }
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     ::poll(fds, 2, -1);
+    netrecv_asleep_.store(false);
     if (fds[1].revents & POLLIN) {
         uint64_t count;
         ssize_t ignored = read(wake_fd_, &count, sizeof count);
@@ -146,7 +179,9 @@ void Progress::run() {
             continue;
         }
         const PollMode mode = this->mode();
-        if (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < kAdaptiveSpin)) {
+        const bool caller_spins = spinners_.load(std::memory_order_relaxed) > 0;
+        if (!caller_spins &&
+            (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < kAdaptiveSpin))) {
             cpu_relax();
             continue;
         }

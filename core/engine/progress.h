@@ -45,8 +45,11 @@ public:
     /** Stops and joins the thread; idempotent. */
     void stop();
 
-    /** Polls once unless another thread is polling. Returns the events handled, or a negative status. */
-    int try_progress();
+    /**
+     * Polls once unless another thread is polling. Returns the events
+     * handled, or a negative status. For callers outside wait_until().
+     */
+    int poll_once();
 
     /**
      * Waits until ready() holds or the deadline passes, driving progress
@@ -62,6 +65,10 @@ public:
     void set_mode(PollMode mode);
 
 private:
+    /** Polls and dispatches unless another thread is polling; *polled says whether it did. */
+    int try_progress(bool *polled = nullptr);
+    /** After a poll by another thread, the NetRecv thread re-checks the transport before sleeping on. */
+    void hand_back_to_netrecv();
     void run();
     void sleep_on_transport();
 
@@ -77,6 +84,13 @@ private:
     std::mutex wait_mu_;
     std::condition_variable wait_cv_;
     std::atomic<int> sleepers_{0};
+    // Callers spinning in wait_until() drive progress themselves; the NetRecv
+    // thread then sleeps on the transport instead of competing for a core.
+    std::atomic<int> spinners_{0};
+    // The NetRecv thread is asleep on the transport's fd. A transport may
+    // keep completions in memory (fd not readable) after another thread's
+    // poll; that thread then wakes NetRecv, which had armed before that poll.
+    std::atomic<bool> netrecv_asleep_{false};
 };
 
 }  // namespace afmesh

@@ -385,7 +385,7 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
 }
 
 Status WorkerEngine::test(afmesh_handle handle) {
-    ctx_.progress.try_progress();
+    ctx_.progress.poll_once();
     std::lock_guard lock(ctx_.mu);
     Op *op = nullptr;
     if (Status s = find_op(handle, &op); !s) return s;

@@ -174,7 +174,8 @@ struct Side {
         for (;;) {
             const int n = poll(events, 16);
             for (int i = 0; i < n; ++i) {
-                if (events[i].type == AFMESH_NET_EV_CONN_ERROR) die(std::string("connection failed: ") + events[i].reason);
+                if (events[i].type == AFMESH_NET_EV_CONN_ERROR)
+                    die(std::string("connection failed: ") + events[i].reason);
                 if (events[i].type == AFMESH_NET_EV_IMM) {
                     if (events[i].imm != imm) die("immediate " + std::to_string(events[i].imm) + " out of turn");
                     return;
@@ -341,11 +342,11 @@ int main(int argc, char **argv) {
     const Options options = parse_options(argc, argv);
     TransportPingPong transport(options.transport, *std::max_element(options.sizes.begin(), options.sizes.end()),
                                 options.wait);
-    printf("afmesh-transport-bench: write_imm round trips through '%s' (%s), polling %s,\n"
-           "against a blocking-socket ping-pong of the same sizes on TCP loopback (the floor).\n"
-           "RTT in us; MB/s = size / (p50 RTT / 2).\n\n",
-           options.transport.c_str(), transport.version().c_str(),
-           options.wait ? "with sleeps on the wait fd" : "busily");
+    printf(
+        "afmesh-transport-bench: write_imm round trips through '%s' (%s), polling %s,\n"
+        "against a blocking-socket ping-pong of the same sizes on TCP loopback (the floor).\n"
+        "RTT in us; MB/s = size / (p50 RTT / 2).\n\n",
+        options.transport.c_str(), transport.version().c_str(), options.wait ? "with sleeps on the wait fd" : "busily");
     printf("%9s %6s | %9s %9s %9s %9s | %9s %9s %9s %9s | %6s\n", "size", "iters", "p50", "p99", "max", "MB/s",
            "floor p50", "p99", "max", "MB/s", "ratio");
     for (size_t bytes : options.sizes) {

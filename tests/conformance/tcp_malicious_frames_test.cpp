@@ -112,17 +112,17 @@ protected:
         EXPECT_GE(peer->fd, 0);
         EXPECT_EQ(::connect(peer->fd, address_.get(), address_.length), 0) << strerror(errno);
         EXPECT_TRUE(poll_until(
-            {endpoint_.get()},
-            [&] { return ops().accept(ctx(), &peer->conn) == AFMESH_HAL_OK; }, "the module to accept the raw peer"));
+            {endpoint_.get()}, [&] { return ops().accept(ctx(), &peer->conn) == AFMESH_HAL_OK; },
+            "the module to accept the raw peer"));
         return peer;
     }
 
     // Waits for the module to fail `peer`'s connection with `status` and a
     // reason mentioning `words`; no immediate may have come from it.
     void expect_failure(RawPeer &peer, int status, const std::string &words) {
-        ASSERT_TRUE(poll_until({endpoint_.get()},
-                               [&] { return endpoint_->count(AFMESH_NET_EV_CONN_ERROR, peer.conn) == 1; },
-                               "the module to fail the connection"));
+        ASSERT_TRUE(poll_until(
+            {endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_CONN_ERROR, peer.conn) == 1; },
+            "the module to fail the connection"));
         const auto error = endpoint_->take(AFMESH_NET_EV_CONN_ERROR, peer.conn);
         EXPECT_EQ(error->status, status) << error->reason;
         EXPECT_NE(error->reason.find(words), std::string::npos) << "reason: " << error->reason;
@@ -146,8 +146,9 @@ protected:
         auto peer = connect_raw();
         std::vector<uint8_t> good = frame(write_header(rkey_.key, 100, 16, 77), 0x42);
         peer->send_bytes(good);
-        ASSERT_TRUE(poll_until({endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_IMM, peer->conn) == 1; },
-                               "a valid write after the attack"));
+        ASSERT_TRUE(poll_until(
+            {endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_IMM, peer->conn) == 1; },
+            "a valid write after the attack"));
         EXPECT_EQ(endpoint_->take(AFMESH_NET_EV_IMM, peer->conn)->imm, 77u);
         for (size_t i = 100; i < 116; ++i) EXPECT_EQ(region()[i], 0x42);
         memset(region() + 100, 0, 16);
@@ -296,8 +297,8 @@ TEST_F(TcpMaliciousFrames, StopsWritingARegionDeregisteredMidFrame) {
     auto peer = connect_raw();
     const std::vector<uint8_t> attack = frame(write_header(rkey_.key, 0, 2048));
     peer->send_bytes(attack.data(), kFrameHeaderSize + 1024);
-    ASSERT_TRUE(poll_until({endpoint_.get()}, [&] { return region()[1023] == kPayloadByte; },
-                           "the first half of the payload to land"));
+    ASSERT_TRUE(poll_until(
+        {endpoint_.get()}, [&] { return region()[1023] == kPayloadByte; }, "the first half of the payload to land"));
     ASSERT_EQ(ops().mem_deregister(ctx(), mr_), AFMESH_HAL_OK);
     mr_ = nullptr;
     peer->send_bytes(attack.data() + kFrameHeaderSize + 1024, 1024);
@@ -313,9 +314,9 @@ TEST_F(TcpMaliciousFrames, DeliversValidFramesBeforeABadOne) {
     bad[0] ^= 0xff;
     stream.insert(stream.end(), bad.begin(), bad.end());
     peer->send_bytes(stream);
-    ASSERT_TRUE(poll_until({endpoint_.get()},
-                           [&] { return endpoint_->count(AFMESH_NET_EV_CONN_ERROR, peer->conn) == 1; },
-                           "the bad frame to be refused"));
+    ASSERT_TRUE(poll_until(
+        {endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_CONN_ERROR, peer->conn) == 1; },
+        "the bad frame to be refused"));
     ASSERT_EQ(endpoint_->count(AFMESH_NET_EV_IMM, peer->conn), 1u);
     EXPECT_EQ(endpoint_->take(AFMESH_NET_EV_IMM, peer->conn)->imm, 5u);
     expect_failure(*peer, AFMESH_HAL_PEER_FAILED, "magic");
@@ -330,8 +331,8 @@ TEST_F(TcpMaliciousFrames, ReassemblesAFrameSentOneByteAtATime) {
         peer->send_bytes(&byte, 1);
         endpoint_->poll_once();
     }
-    ASSERT_TRUE(poll_until({endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_IMM, peer->conn) == 1; },
-                           "the trickled frame"));
+    ASSERT_TRUE(poll_until(
+        {endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_IMM, peer->conn) == 1; }, "the trickled frame"));
     EXPECT_EQ(endpoint_->take(AFMESH_NET_EV_IMM, peer->conn)->imm, 9u);
     for (size_t i = 200; i < 264; ++i) EXPECT_EQ(region()[i], 0x33);
     expect_guards_intact();
@@ -348,9 +349,9 @@ TEST_F(TcpMaliciousFrames, SurvivesManyHostilePeersAtOnce) {
         peer->send_bytes(garbage);
         peer.reset();  // an abrupt close on top
     }
-    ASSERT_TRUE(poll_until({endpoint_.get()},
-                           [&] { return endpoint_->count(AFMESH_NET_EV_CONN_ERROR) == size_t{kPeers}; },
-                           "every hostile connection to fail"));
+    ASSERT_TRUE(poll_until(
+        {endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_CONN_ERROR) == size_t{kPeers}; },
+        "every hostile connection to fail"));
     while (auto error = endpoint_->take(AFMESH_NET_EV_CONN_ERROR)) {
         EXPECT_EQ(error->status, AFMESH_HAL_PEER_FAILED) << error->reason;
         EXPECT_EQ(ops().close(ctx(), error->conn), AFMESH_HAL_OK);

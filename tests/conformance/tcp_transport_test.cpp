@@ -219,14 +219,15 @@ TEST_F(TcpTransport, FailsAWriteWhoseSourceIsDeregisteredInFlight) {
     ASSERT_EQ(ops().write_imm(a_->ctx(), link.client, src.data(), kBytes, src.mr(), &to, 0, 0, AFMESH_NET_SIGNAL, 0),
               AFMESH_HAL_OK);
     ASSERT_EQ(src.deregister(), AFMESH_HAL_OK);
-    ASSERT_TRUE(poll_until(both(), [&] { return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) == 1; },
-                           "the write to fail"));
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) == 1; }, "the write to fail"));
     const auto error = a_->take(AFMESH_NET_EV_CONN_ERROR, link.client);
     EXPECT_EQ(error->status, AFMESH_HAL_ACCESS);
     EXPECT_NE(error->reason.find("source region"), std::string::npos) << error->reason;
     EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u);
-    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) == 1; },
-                           "the receiver to see the broken frame"));
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) == 1; },
+        "the receiver to see the broken frame"));
     EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u);
 }
 

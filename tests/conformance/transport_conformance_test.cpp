@@ -76,8 +76,7 @@ protected:
         ASSERT_TRUE(poll_until(
             both(),
             [&] {
-                return b_->count(AFMESH_NET_EV_IMM) >= 1 &&
-                       (!signalled || a_->count(AFMESH_NET_EV_WRITE_DONE) >= 1);
+                return b_->count(AFMESH_NET_EV_IMM) >= 1 && (!signalled || a_->count(AFMESH_NET_EV_WRITE_DONE) >= 1);
             },
             "the immediate" + std::string(signalled ? " and the write completion" : "")));
 
@@ -201,6 +200,39 @@ TEST_P(TransportConformance, AcceptReturnsAgainWhenNothingIsPending) {
     EXPECT_EQ(ops().accept(b_->ctx(), &conn), AFMESH_HAL_AGAIN);
 }
 
+TEST_P(TransportConformance, AnnouncesIncomingConnections) {
+    ASSERT_FALSE(b_->address().empty());
+    for (int round = 0; round < 2; ++round) {  // announced again once the first ones are accepted
+        SCOPED_TRACE("round " + std::to_string(round));
+        afmesh_net_conn *first = nullptr, *second = nullptr;
+        const std::vector<uint8_t> &address = b_->address();
+        ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &first), AFMESH_HAL_OK);
+        ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &second), AFMESH_HAL_OK);
+        ASSERT_TRUE(poll_until(
+            both(), [&] { return b_->count(AFMESH_NET_EV_INCOMING) > 0; }, "EV_INCOMING"));
+        EXPECT_EQ(b_->take(AFMESH_NET_EV_INCOMING)->conn, nullptr);
+        std::vector<afmesh_net_conn *> accepted;
+        ASSERT_TRUE(poll_until(
+            both(),
+            [&] {
+                afmesh_net_conn *conn = nullptr;
+                while (ops().accept(b_->ctx(), &conn) == AFMESH_HAL_OK) accepted.push_back(conn);
+                return accepted.size() == 2;
+            },
+            "two connections to accept"));
+        settle(both());
+        while (b_->take(AFMESH_NET_EV_INCOMING)) {  // the second may have been announced on its own
+        }
+        for (const NetEvent &e : b_->events()) EXPECT_EQ(e.conn, nullptr) << event_type_name(e.type);
+        for (afmesh_net_conn *conn : accepted) EXPECT_EQ(ops().close(b_->ctx(), conn), AFMESH_HAL_OK);
+        EXPECT_EQ(ops().close(a_->ctx(), first), AFMESH_HAL_OK);
+        EXPECT_EQ(ops().close(a_->ctx(), second), AFMESH_HAL_OK);
+        settle(both());
+        while (b_->take(AFMESH_NET_EV_CONN_ERROR)) {  // the accepted ends may see the close first
+        }
+    }
+}
+
 TEST_P(TransportConformance, ConnectsTwoContexts) {
     Link link;
     ASSERT_TRUE(connect(*a_, *b_, &link));
@@ -222,9 +254,11 @@ TEST_P(TransportConformance, ConnectsToItself) {
     memcpy(src.data(), one, sizeof one);
     memcpy(src.data() + 32, two, sizeof two);
     ASSERT_EQ(write(*a_, link.client, src.data(), sizeof one, src.mr(), dst.rkey(), 0, 1), AFMESH_HAL_OK);
-    ASSERT_TRUE(poll_until({a_.get()}, [&] { return a_->count(AFMESH_NET_EV_IMM, link.server) == 1; }, "imm 1"));
+    ASSERT_TRUE(poll_until(
+        {a_.get()}, [&] { return a_->count(AFMESH_NET_EV_IMM, link.server) == 1; }, "imm 1"));
     ASSERT_EQ(write(*a_, link.server, src.data() + 32, sizeof two, src.mr(), dst.rkey(), 32, 2), AFMESH_HAL_OK);
-    ASSERT_TRUE(poll_until({a_.get()}, [&] { return a_->count(AFMESH_NET_EV_IMM, link.client) == 1; }, "imm 2"));
+    ASSERT_TRUE(poll_until(
+        {a_.get()}, [&] { return a_->count(AFMESH_NET_EV_IMM, link.client) == 1; }, "imm 2"));
     EXPECT_EQ(a_->take(AFMESH_NET_EV_IMM, link.server)->imm, 1u);
     EXPECT_EQ(a_->take(AFMESH_NET_EV_IMM, link.client)->imm, 2u);
     EXPECT_STREQ(reinterpret_cast<const char *>(dst.data()), one);
@@ -259,7 +293,8 @@ TEST_P(TransportConformance, InlineSourceMayBeReusedOnReturn) {
     ASSERT_EQ(write(*a_, link.client, src.data(), bytes, nullptr, dst.rkey(), 0, 9), AFMESH_HAL_OK)
         << take_module_error();
     fill_pattern(src.data(), bytes, kSourceSeed + 1);  // the caller's buffer is its own again
-    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == 1; }, "the immediate"));
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == 1; }, "the immediate"));
     EXPECT_TRUE(holds_pattern(dst.data(), bytes, kSourceSeed, 0, "inline write"));
 }
 
@@ -310,7 +345,13 @@ TEST_P(TransportConformance, DeliversEveryImmediateExactlyOnce) {
     const size_t window = std::min<size_t>(kWrites, caps().recv_depth);
     for (size_t i = 0; i < kWrites; ++i) {
         if (i - received >= window) {
-            ASSERT_TRUE(poll_until(both(), [&] { return consume(), i - received < window; }, "receive window"));
+            ASSERT_TRUE(poll_until(
+                both(),
+                [&] {
+                    consume();
+                    return i - received < window;
+                },
+                "receive window"));
         }
         // One signalled write at the end covers every earlier one.
         const uint32_t flags = i + 1 == kWrites ? AFMESH_NET_SIGNAL : 0;
@@ -320,7 +361,11 @@ TEST_P(TransportConformance, DeliversEveryImmediateExactlyOnce) {
         ASSERT_EQ(rc, AFMESH_HAL_OK) << "write " << i << ": " << take_module_error();
     }
     ASSERT_TRUE(poll_until(
-        both(), [&] { return consume(), received >= kWrites && a_->count(AFMESH_NET_EV_WRITE_DONE) >= 1; },
+        both(),
+        [&] {
+            consume();
+            return received >= kWrites && a_->count(AFMESH_NET_EV_WRITE_DONE) >= 1;
+        },
         "all immediates"));
     settle(both());
     consume();
@@ -345,9 +390,11 @@ TEST_P(TransportConformance, PollHonoursMax) {
     RegisteredBuffer src(*a_, 8, kLocal);
     ASSERT_TRUE(dst.registered() && src.registered());
     for (int i = 0; i < kWrites; ++i)
-        ASSERT_EQ(post_retrying(both(), [&] {
-                      return write(*a_, link.client, src.data(), 8, src.mr(), dst.rkey(), 0, i, AFMESH_NET_SIGNAL, i);
-                  }),
+        ASSERT_EQ(post_retrying(both(),
+                                [&] {
+                                    return write(*a_, link.client, src.data(), 8, src.mr(), dst.rkey(), 0, i,
+                                                 AFMESH_NET_SIGNAL, i);
+                                }),
                   AFMESH_HAL_OK);
     afmesh_net_event none[1];
     EXPECT_EQ(ops().poll(b_->ctx(), none, 0), 0);
@@ -370,10 +417,11 @@ TEST_P(TransportConformance, DeliversMessagesBothWays) {
     for (size_t i = 0; i < sizes.size(); ++i) {
         std::vector<uint8_t> message(sizes[i]);
         fill_pattern(message.data(), message.size(), static_cast<uint32_t>(i));
-        ASSERT_EQ(post_retrying(both(), [&] {
-                      return ops().send(a_->ctx(), link.client, message.data(), message.size(), AFMESH_NET_SIGNAL,
-                                        100 + i);
-                  }),
+        ASSERT_EQ(post_retrying(both(),
+                                [&] {
+                                    return ops().send(a_->ctx(), link.client, message.data(), message.size(),
+                                                      AFMESH_NET_SIGNAL, 100 + i);
+                                }),
                   AFMESH_HAL_OK)
             << take_module_error();
         fill_pattern(message.data(), message.size(), 0xee);  // copied at post: ours again
@@ -384,8 +432,8 @@ TEST_P(TransportConformance, DeliversMessagesBothWays) {
     ASSERT_TRUE(poll_until(
         both(),
         [&] {
-            return b_->count(AFMESH_NET_EV_RECV) == sizes.size() && a_->count(AFMESH_NET_EV_SEND_DONE) == sizes.size() &&
-                   a_->count(AFMESH_NET_EV_RECV) == 1;
+            return b_->count(AFMESH_NET_EV_RECV) == sizes.size() &&
+                   a_->count(AFMESH_NET_EV_SEND_DONE) == sizes.size() && a_->count(AFMESH_NET_EV_RECV) == 1;
         },
         "messages and their completions"));
 
@@ -464,7 +512,8 @@ TEST_P(TransportConformance, ServesSixteenPeers) {
                   AFMESH_HAL_OK)
             << take_module_error();
     }
-    ASSERT_TRUE(poll_until(everyone, [&] { return server.count(AFMESH_NET_EV_IMM) == kPeers; }, "16 immediates"));
+    ASSERT_TRUE(poll_until(
+        everyone, [&] { return server.count(AFMESH_NET_EV_IMM) == kPeers; }, "16 immediates"));
 
     // Answer each peer on the connection its write came in on.
     while (auto e = server.take(AFMESH_NET_EV_IMM)) {
@@ -501,7 +550,8 @@ TEST_P(TransportConformance, CarriesHundredsOfConnections) {
     ASSERT_FALSE(address.empty());
     std::vector<afmesh_net_conn *> clients(kConnections), accepted;
     for (auto &conn : clients)
-        ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &conn), AFMESH_HAL_OK) << take_module_error();
+        ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &conn), AFMESH_HAL_OK)
+            << take_module_error();
     ASSERT_TRUE(poll_until(
         both(),
         [&] {
@@ -511,11 +561,14 @@ TEST_P(TransportConformance, CarriesHundredsOfConnections) {
         },
         "200 connections"));
     for (size_t i = 0; i < kConnections; ++i)
-        ASSERT_EQ(post_retrying(both(), [&] {
-                      return write(*a_, clients[i], src.data() + i, 1, src.mr(), dst.rkey(), i, static_cast<uint32_t>(i));
-                  }),
+        ASSERT_EQ(post_retrying(both(),
+                                [&] {
+                                    return write(*a_, clients[i], src.data() + i, 1, src.mr(), dst.rkey(), i,
+                                                 static_cast<uint32_t>(i));
+                                }),
                   AFMESH_HAL_OK);
-    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == kConnections; }, "200 immediates"));
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == kConnections; }, "200 immediates"));
     std::map<afmesh_net_conn *, uint32_t> imm_of;
     while (auto e = b_->take(AFMESH_NET_EV_IMM)) EXPECT_TRUE(imm_of.emplace(e->conn, e->imm).second);
     EXPECT_EQ(imm_of.size(), kConnections) << "every immediate arrives on its own connection";
@@ -541,8 +594,8 @@ TEST_P(TransportConformance, ConnectToAClosedEndpointFails) {
         EXPECT_FALSE(take_module_error().empty());
         return;
     }
-    ASSERT_TRUE(poll_until({a_.get()}, [&] { return a_->count(AFMESH_NET_EV_CONN_ERROR, conn) == 1; },
-                           "the connect to fail"));
+    ASSERT_TRUE(poll_until(
+        {a_.get()}, [&] { return a_->count(AFMESH_NET_EV_CONN_ERROR, conn) == 1; }, "the connect to fail"));
     const auto error = a_->take(AFMESH_NET_EV_CONN_ERROR, conn);
     EXPECT_LT(error->status, 0);
     EXPECT_FALSE(error->reason.empty());
@@ -561,8 +614,9 @@ TEST_P(TransportConformance, PeerCloseFailsTheConnectionOnce) {
     RegisteredBuffer src(*a_, 64, kLocal);
     ASSERT_TRUE(dst.registered() && src.registered());
     ASSERT_EQ(ops().close(b_->ctx(), link.server), AFMESH_HAL_OK);
-    ASSERT_TRUE(poll_until(both(), [&] { return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) >= 1; },
-                           "the peer's close to be noticed"));
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) >= 1; },
+        "the peer's close to be noticed"));
     const auto error = a_->take(AFMESH_NET_EV_CONN_ERROR, link.client);
     EXPECT_LT(error->status, 0);
     EXPECT_FALSE(error->reason.empty());
@@ -571,7 +625,8 @@ TEST_P(TransportConformance, PeerCloseFailsTheConnectionOnce) {
     EXPECT_FALSE(take_module_error().empty());
     EXPECT_EQ(ops().send(a_->ctx(), link.client, src.data(), 8, 0, 0), AFMESH_HAL_PEER_FAILED);
     settle(both());
-    for (const NetEvent &e : a_->events()) EXPECT_NE(e.conn, link.client) << event_type_name(e.type) << " after the error";
+    for (const NetEvent &e : a_->events())
+        EXPECT_NE(e.conn, link.client) << event_type_name(e.type) << " after the error";
     for (const NetEvent &e : b_->events()) EXPECT_NE(e.conn, link.server) << event_type_name(e.type) << " after close";
     EXPECT_EQ(ops().close(a_->ctx(), link.client), AFMESH_HAL_OK);
 }
@@ -587,8 +642,8 @@ TEST_P(TransportConformance, CloseDropsOutstandingOperations) {
         ASSERT_TRUE(rc == AFMESH_HAL_OK || rc == AFMESH_HAL_AGAIN) << rc;
     }
     ASSERT_EQ(ops().close(a_->ctx(), link.client), AFMESH_HAL_OK);
-    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) == 1; },
-                           "the server to see the close"));
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) == 1; }, "the server to see the close"));
     settle(both());
     for (const NetEvent &e : a_->events()) EXPECT_NE(e.conn, link.client) << event_type_name(e.type) << " after close";
     EXPECT_EQ(b_->count(AFMESH_NET_EV_CONN_ERROR, link.server), 1u);
@@ -609,7 +664,9 @@ TEST_P(TransportConformance, WriteToADeregisteredRegionIsRefused) {
         ASSERT_TRUE(poll_until(
             both(),
             [&] {
-                return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) + b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) > 0;
+                return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) +
+                           b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) >
+                       0;
             },
             "the write to be refused"));
     else
@@ -617,8 +674,10 @@ TEST_P(TransportConformance, WriteToADeregisteredRegionIsRefused) {
     settle(both());
     EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "a refused write delivered its immediate";
     bool access = false;
-    for (const NetEvent &e : a_->events()) access |= e.type == AFMESH_NET_EV_CONN_ERROR && e.status == AFMESH_HAL_ACCESS;
-    for (const NetEvent &e : b_->events()) access |= e.type == AFMESH_NET_EV_CONN_ERROR && e.status == AFMESH_HAL_ACCESS;
+    for (const NetEvent &e : a_->events())
+        access |= e.type == AFMESH_NET_EV_CONN_ERROR && e.status == AFMESH_HAL_ACCESS;
+    for (const NetEvent &e : b_->events())
+        access |= e.type == AFMESH_NET_EV_CONN_ERROR && e.status == AFMESH_HAL_ACCESS;
     EXPECT_TRUE(access || rc == AFMESH_HAL_ACCESS) << "one end must report AFMESH_HAL_ACCESS";
     EXPECT_TRUE(holds_pattern(dst.data(), dst.size(), kDestinationSeed, 0, "deregistered memory"));
 }
@@ -669,6 +728,70 @@ TEST_P(TransportConformance, PostsFromOneThreadWhileAnotherPolls) {
     }
 }
 
+// Connection set-up, registration, writes and close on one thread while
+// another polls the same contexts: every round's write must arrive.
+TEST_P(TransportConformance, ConnectsWritesAndClosesFromAnotherThread) {
+    constexpr uint32_t kRounds = 20;
+    RegisteredBuffer dst(*b_, kRounds, kRemoteWrite);
+    ASSERT_TRUE(dst.registered());
+    const std::vector<uint8_t> &address = b_->address();
+    ASSERT_FALSE(address.empty());
+
+    std::atomic<afmesh_net_conn *> dialing{nullptr};
+    std::atomic<uint32_t> connected_rounds{0}, arrived_rounds{0};
+    std::atomic<bool> stop{false};
+    std::atomic<int> worker_error{AFMESH_HAL_OK};
+    std::thread worker([&] {
+        auto wait_for = [&](const std::atomic<uint32_t> &counter, uint32_t value) {
+            while (counter.load() < value && !stop) std::this_thread::yield();
+            return !stop;
+        };
+        afmesh_net_mem mem{sizeof(afmesh_net_mem), AFMESH_MEM_HOST, -1, -1, 0};
+        for (uint32_t round = 0; round < kRounds; ++round) {
+            afmesh_net_conn *conn = nullptr;
+            uint8_t byte = static_cast<uint8_t>(round + 1);
+            afmesh_net_mr *mr = nullptr;
+            afmesh_net_rkey rkey{};
+            int rc = ops().connect(a_->ctx(), address.data(), address.size(), &conn);
+            if (rc == AFMESH_HAL_OK) {
+                dialing = conn;
+                if (!wait_for(connected_rounds, round + 1)) return;
+                rc = ops().mem_register(a_->ctx(), &byte, 1, &mem, kLocal, &mr, &rkey);
+            }
+            while (rc == AFMESH_HAL_OK && (rc = ops().write_imm(a_->ctx(), conn, &byte, 1, mr, &dst.rkey(), round,
+                                                                round, 0, 0)) == AFMESH_HAL_AGAIN)
+                std::this_thread::yield();
+            if (rc == AFMESH_HAL_OK && !wait_for(arrived_rounds, round + 1)) return;
+            if (rc == AFMESH_HAL_OK) rc = ops().mem_deregister(a_->ctx(), mr);
+            if (rc == AFMESH_HAL_OK) rc = ops().close(a_->ctx(), conn);
+            if (rc != AFMESH_HAL_OK) {
+                worker_error = rc;
+                return;
+            }
+        }
+    });
+    const bool done = poll_until(
+        both(),
+        [&] {
+            if (afmesh_net_conn *conn = dialing.load(); conn && a_->take(AFMESH_NET_EV_CONNECTED, conn)) {
+                dialing = nullptr;
+                ++connected_rounds;
+            }
+            afmesh_net_conn *accepted = nullptr;
+            while (ops().accept(b_->ctx(), &accepted) == AFMESH_HAL_OK) {
+            }
+            if (b_->take(AFMESH_NET_EV_IMM)) ++arrived_rounds;
+            while (auto closed = b_->take(AFMESH_NET_EV_CONN_ERROR)) ops().close(b_->ctx(), closed->conn);
+            return worker_error != AFMESH_HAL_OK || arrived_rounds == kRounds;
+        },
+        "20 rounds of connect, write and close from another thread");
+    stop = true;
+    worker.join();
+    ASSERT_EQ(worker_error, AFMESH_HAL_OK);
+    ASSERT_TRUE(done);
+    for (uint32_t round = 0; round < kRounds; ++round) EXPECT_EQ(dst.data()[round], round + 1) << "round " << round;
+}
+
 // Waits until `fd` is readable, polling `others` in between (they may need
 // progress to send); false at the deadline.
 bool wait_readable(int fd, const Endpoints &others) {
@@ -686,7 +809,8 @@ bool wait_readable(int fd, const Endpoints &others) {
     const auto deadline = std::chrono::steady_clock::now() + kPollLimit;
     int rc;
     while ((rc = endpoint.ops().arm(endpoint.ctx())) == AFMESH_HAL_AGAIN) {
-        if (std::chrono::steady_clock::now() > deadline) return ::testing::AssertionFailure() << "arm() kept saying AGAIN";
+        if (std::chrono::steady_clock::now() > deadline)
+            return ::testing::AssertionFailure() << "arm() kept saying AGAIN";
         endpoint.poll_once();
     }
     if (rc != AFMESH_HAL_OK) return ::testing::AssertionFailure() << "arm() returned " << rc;
@@ -705,7 +829,24 @@ TEST_P(TransportConformance, WaitFdWakesOnArrival) {
     ASSERT_TRUE(arm(*b_));
     ASSERT_EQ(write(*a_, link.client, src.data(), 8, src.mr(), dst.rkey(), 0, 7), AFMESH_HAL_OK);
     ASSERT_TRUE(wait_readable(fd, {a_.get()})) << "the wait fd never became readable for an arriving write";
-    ASSERT_TRUE(poll_until({b_.get()}, [&] { return b_->count(AFMESH_NET_EV_IMM) == 1; }, "the immediate"));
+    ASSERT_TRUE(poll_until(
+        {b_.get()}, [&] { return b_->count(AFMESH_NET_EV_IMM) == 1; }, "the immediate"));
+}
+
+TEST_P(TransportConformance, WaitFdWakesOnAnIncomingConnection) {
+    if (!(caps().flags & AFMESH_NET_CAP_WAIT_FD)) GTEST_SKIP() << "no wait fd";
+    const std::vector<uint8_t> &address = b_->address();
+    ASSERT_FALSE(address.empty());
+    int fd = -1;
+    ASSERT_EQ(ops().get_wait_fd(b_->ctx(), &fd), AFMESH_HAL_OK);
+    ASSERT_TRUE(arm(*b_));
+    afmesh_net_conn *conn = nullptr;
+    ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &conn), AFMESH_HAL_OK);
+    ASSERT_TRUE(wait_readable(fd, {a_.get()})) << "the wait fd never became readable for a connection";
+    ASSERT_TRUE(poll_until(
+        {b_.get()}, [&] { return b_->count(AFMESH_NET_EV_INCOMING) == 1; }, "EV_INCOMING"));
+    afmesh_net_conn *accepted = nullptr;
+    EXPECT_EQ(ops().accept(b_->ctx(), &accepted), AFMESH_HAL_OK);
 }
 
 TEST_P(TransportConformance, WaitFdWakesOnLocalCompletion) {
@@ -720,13 +861,14 @@ TEST_P(TransportConformance, WaitFdWakesOnLocalCompletion) {
     ASSERT_TRUE(arm(*a_));
     ASSERT_EQ(write(*a_, link.client, src.data(), 8, src.mr(), dst.rkey(), 0, 7, AFMESH_NET_SIGNAL, 99), AFMESH_HAL_OK);
     ASSERT_TRUE(wait_readable(fd, {b_.get()})) << "the wait fd never became readable for a completion";
-    ASSERT_TRUE(poll_until({a_.get()}, [&] { return a_->count(AFMESH_NET_EV_WRITE_DONE) == 1; }, "the completion"));
+    ASSERT_TRUE(poll_until(
+        {a_.get()}, [&] { return a_->count(AFMESH_NET_EV_WRITE_DONE) == 1; }, "the completion"));
     EXPECT_EQ(a_->take(AFMESH_NET_EV_WRITE_DONE)->cookie, 99u);
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportConformance);
-INSTANTIATE_TEST_SUITE_P(Modules, TransportConformance,
-                         ::testing::ValuesIn(modules_of_kind(AFMESH_MODULE_TRANSPORT)), module_param_name);
+INSTANTIATE_TEST_SUITE_P(Modules, TransportConformance, ::testing::ValuesIn(modules_of_kind(AFMESH_MODULE_TRANSPORT)),
+                         module_param_name);
 
 }  // namespace
 }  // namespace afmesh::test

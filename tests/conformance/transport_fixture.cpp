@@ -14,6 +14,7 @@ const char *event_type_name(uint32_t type) {
     case AFMESH_NET_EV_RECV: return "RECV";
     case AFMESH_NET_EV_CONNECTED: return "CONNECTED";
     case AFMESH_NET_EV_CONN_ERROR: return "CONN_ERROR";
+    case AFMESH_NET_EV_INCOMING: return "INCOMING";
     }
     return "(unknown event type)";
 }
@@ -83,8 +84,7 @@ size_t NetEndpoint::count(uint32_t type, afmesh_net_conn *conn) const {
 
 std::string NetEndpoint::first_error() const {
     for (const NetEvent &e : events_)
-        if (e.type == AFMESH_NET_EV_CONN_ERROR)
-            return "connection error " + std::to_string(e.status) + ": " + e.reason;
+        if (e.type == AFMESH_NET_EV_CONN_ERROR) return "connection error " + std::to_string(e.status) + ": " + e.reason;
     return "";
 }
 

@@ -32,6 +32,10 @@ using bench::Summary;
 
 constexpr uint64_t kSetupKey = uint64_t{1} << 62;
 constexpr uint64_t kStopKey = kSetupKey + 1;
+// Tells the servers which polling mode the next phase uses, and whether it
+// times afmesh or the floor; the part not being timed sleeps ("blocking") so
+// it does not compete for the cores.
+constexpr uint64_t kPhaseKey = kSetupKey + 2;
 constexpr uint64_t kCardBytes = 4096;
 constexpr int kTimeoutMs = 120000;
 
@@ -74,6 +78,12 @@ afmesh_tensor bytes_tensor(void *data, uint64_t bytes) {
 // pushed pattern must come back unchanged.
 uint8_t pattern_byte(uint64_t i) { return static_cast<uint8_t>(i * 7 + 3); }
 
+PollMode poll_mode(const std::string &name) {
+    PollMode mode = PollMode::kAdaptive;
+    parse_poll_mode(name, &mode);
+    return mode;
+}
+
 struct Sampler {
     const Options &o;
     int done = 0;
@@ -102,8 +112,7 @@ public:
         prepare_buffers(largest);
         connect_floor(largest);
         for (const std::string &poll : o_.polls) {
-            check(afmesh_set_poll_mode(node_, poll.c_str()), "set poll mode");
-            floor_->set_mode(poll == "busy" ? PollMode::kBusy : poll == "adaptive" ? PollMode::kAdaptive : PollMode::kBlocking);
+            enter_phase(poll, false);
             for (const Case &c : cases) rows_.push_back(measure(c, poll));
             rows_.push_back(measure_pipeline(poll));
         }
@@ -146,7 +155,7 @@ private:
             check(afmesh_pull_bytes(node_, h, s, &n), "setup length");
             if (!FloorCard::decode(cards[s].data(), n, &decoded[s])) die("bad floor card from a server");
         }
-        Status st = FloorEndpoint::create(Config::process(), PollMode::kBusy, largest, &floor_);
+        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, &floor_);
         if (st) st = floor_->connect(decoded, std::chrono::seconds(30));
         if (!st) die(st.message());
     }
@@ -184,8 +193,10 @@ private:
         std::vector<uint64_t> ns, floor_ns;
         for (int i = 0; i < o_.warmup; ++i) one(c, 0, nullptr);
         for (Sampler s{o_}; s.more();) one(c, static_cast<uint32_t>(s.done), &ns);
+        enter_phase(poll, true);
         for (int i = 0; i < o_.warmup; ++i) floor_once(c, nullptr);
         for (Sampler s{o_}; s.more();) floor_once(c, &floor_ns);
+        enter_phase(poll, false);
         row.afmesh = bench::summarize(ns);
         row.floor = bench::summarize(floor_ns);
         return row;
@@ -252,15 +263,24 @@ private:
         }
     }
 
-    void stop_servers() {
-        uint64_t word = 0;
+    // Pushes one small control message (key and text) to every server and waits for the answer.
+    void tell_servers(uint64_t key, std::string text) {
+        text.resize(16, '\0');
         afmesh_push p{};
-        p.key = kStopKey;
-        p.tensor = bytes_tensor(&word, sizeof word);
+        p.key = key;
+        p.tensor = bytes_tensor(text.data(), text.size());
         afmesh_handle h;
-        check(afmesh_push_pull(node_, &p, 1, nullptr, 0, &h), "stop push");
-        check(afmesh_wait(node_, h, kTimeoutMs), "stop wait");
+        check(afmesh_push_pull(node_, &p, 1, nullptr, 0, &h), "control push");
+        check(afmesh_wait(node_, h, kTimeoutMs), "control wait");
     }
+
+    void enter_phase(const std::string &poll, bool floor) {
+        tell_servers(kPhaseKey, (floor ? "F" : "A") + poll);
+        check(afmesh_set_poll_mode(node_, floor ? "blocking" : poll.c_str()), "set poll mode");
+        floor_->set_mode(floor ? poll_mode(poll) : PollMode::kBlocking);
+    }
+
+    void stop_servers() { tell_servers(kStopKey, "stop"); }
 
     void print() {
         int32_t workers = 0;
@@ -335,7 +355,7 @@ void serve(afmesh_node *node, const Options &o) {
     std::unique_ptr<FloorEndpoint> floor;
     FloorCard card;
     const uint64_t largest = std::max({o.push_bytes(), o.pull_bytes(), *std::max_element(o.sizes.begin(), o.sizes.end())});
-    Status st = FloorEndpoint::create(Config::process(), PollMode::kAdaptive, largest, &floor);
+    Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, &floor);
     if (st) st = floor->serve(&card);
     if (!st) die(st.message());
     const std::vector<uint8_t> card_bytes = card.encode();
@@ -354,9 +374,17 @@ void serve(afmesh_node *node, const Options &o) {
             afmesh_tensor in{}, slot{};
             if (num_push) check(afmesh_request_push(batch[r], 0, &key, &in), "request push");
             if (num_pull) check(afmesh_request_pull(batch[r], 0, num_push ? nullptr : &key, &slot), "request pull");
-            if (key == kStopKey) {
+            if (key == kStopKey || key == kPhaseKey) {
+                if (key == kPhaseKey) {
+                    // "F<mode>": the floor is timed next; "A<mode>": afmesh is.
+                    const std::string text(static_cast<const char *>(in.data), strnlen(static_cast<const char *>(in.data), in.bytes));
+                    const bool floor_phase = text[0] == 'F';
+                    const std::string mode = text.substr(1);
+                    check(afmesh_set_poll_mode(node, floor_phase ? "blocking" : mode.c_str()), "set poll mode");
+                    floor->set_mode(floor_phase ? poll_mode(mode) : PollMode::kBlocking);
+                }
+                stopped += key == kStopKey;
                 check(afmesh_respond(node, batch[r], nullptr, 0), "respond");
-                ++stopped;
                 continue;
             }
             if (key == kSetupKey) {

@@ -79,11 +79,12 @@ void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, uint32_t byt
 
 void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
     const afmesh_net_ops &ops = transport_->net();
-    afmesh_net_conn *incoming = nullptr;
-    while (serving_ && ops.accept(transport_->ctx(), &incoming) == AFMESH_HAL_OK) conns_.push_back(incoming);
     for (int i = 0; i < count; ++i) {
         const afmesh_net_event &ev = events[i];
         switch (ev.type) {
+        case AFMESH_NET_EV_INCOMING:
+            for (afmesh_net_conn *c = nullptr; ops.accept(transport_->ctx(), &c) == AFMESH_HAL_OK;) conns_.push_back(c);
+            break;
         case AFMESH_NET_EV_CONNECTED:
             connected_.fetch_add(1);
             break;
@@ -148,7 +149,7 @@ Status FloorEndpoint::round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint6
         int rc;
         while ((rc = ops.write_imm(transport_->ctx(), conns_[s], send_buf_.data(), push_bytes, send_mr_,
                                    &server_rkeys_[s], 0, static_cast<uint32_t>(pull_bytes), 0, 0)) == AFMESH_HAL_AGAIN)
-            progress_->try_progress();
+            progress_->poll_once();
         if (rc != AFMESH_HAL_OK) return {Code::kPeerFailed, "floor: write failed: " + take_module_error()};
     }
     const int n = static_cast<int>(conns_.size());

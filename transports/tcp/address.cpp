@@ -90,6 +90,14 @@ bool decode_address(const void *blob_ptr, size_t size, SocketAddress *out, Reaso
     return false;
 }
 
+bool is_wildcard(const SocketAddress &address) {
+    if (address.storage.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in *>(&address.storage)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (address.storage.ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6 *>(&address.storage)->sin6_addr);
+    return false;
+}
+
 AddressText format_address(const SocketAddress &address) {
     AddressText out{};
     char host[INET6_ADDRSTRLEN] = "?";

@@ -39,6 +39,9 @@ bool encode_address(const SocketAddress &address, uint8_t *blob);
 /** Parses and checks a blob of `size` bytes; false with the reason for a malformed one. */
 bool decode_address(const void *blob, size_t size, SocketAddress *out, Reason *why);
 
+/** Whether the address is 0.0.0.0 or ::, which only the local host can connect to. */
+bool is_wildcard(const SocketAddress &address);
+
 /** "192.0.2.1:5000" or "[2001:db8::1]:5000", for messages. */
 struct AddressText {
     char text[64];

@@ -26,13 +26,11 @@ int Connection::post(const FrameHeader &header, const void *payload, std::shared
     switch (state()) {
     case State::kFailed:
         return host_error(AFMESH_HAL_PEER_FAILED, "connection to %s has failed: %s", peer(), failure_.reason.text);
-    case State::kClosed:
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connection to %s is closed", peer());
+    case State::kClosed: return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connection to %s is closed", peer());
     case State::kConnecting:
-    case State::kEstablished:
-        break;
+    case State::kEstablished: break;
     }
-    // With a backlog the socket is full and EPOLLOUT is armed: poll() sends it.
+    // With a backlog EPOLLOUT is armed and poll() carries on sending it.
     const bool backlog = sender_.has_unsent();
     const int rc = sender_.queue(header, payload, std::move(source), completion, cookie);
     if (rc == AFMESH_HAL_OK && !backlog && state() == State::kEstablished) push_locked();
@@ -85,15 +83,9 @@ void Connection::close() {
 void Connection::push_locked() {
     Failure failure;
     switch (sender_.flush(fd_, &failure)) {
-    case FrameSender::Flush::kFailed:
-        fail_locked(failure);
-        return;
-    case FrameSender::Flush::kBlocked:
-        set_interest_locked(EPOLLIN | EPOLLOUT);
-        break;
-    case FrameSender::Flush::kAllSent:
-        set_interest_locked(EPOLLIN);
-        break;
+    case FrameSender::Flush::kFailed: fail_locked(failure); return;
+    case FrameSender::Flush::kBlocked: set_interest_locked(EPOLLIN | EPOLLOUT); break;
+    case FrameSender::Flush::kAllSent: set_interest_locked(EPOLLIN); break;
     }
     if (state() == State::kEstablished && sender_.retire(nullptr, handle())) context_.queue_harvest(this);
 }

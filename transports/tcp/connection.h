@@ -63,8 +63,8 @@ public:
     void close();
 
     // The context's bookkeeping: membership of its work lists.
-    bool receive_queued = false;               // progress thread
-    std::atomic<bool> harvest_queued{false};   // set by posters, cleared by poll()
+    bool receive_queued = false;              // progress thread
+    std::atomic<bool> harvest_queued{false};  // set by posters, cleared by poll()
 
 private:
     void push_locked();

@@ -115,6 +115,11 @@ int Context::listen(void *addr, size_t *addr_len) {
     encode_address(bound, static_cast<uint8_t *>(addr));
     *addr_len = kAddressBlobSize;
     host_log(AFMESH_LOG_INFO, "listening on %s", format_address(bound).text);
+    if (is_wildcard(bound))
+        host_log(AFMESH_LOG_WARN,
+                 "AFMESH_TCP_BIND=%s listens on every interface but advertises the wildcard address, which only "
+                 "this host can reach; set it to an address peers can route to",
+                 bind_host);
     return AFMESH_HAL_OK;
 }
 
@@ -154,6 +159,7 @@ int Context::accept(afmesh_net_conn **out) {
     if (incoming_.empty()) return AFMESH_HAL_AGAIN;
     Connection *conn = incoming_.front();
     incoming_.pop_front();
+    if (incoming_.empty()) incoming_announced_ = false;
     conn->watch();
     *out = conn->handle();
     return AFMESH_HAL_OK;
@@ -177,6 +183,15 @@ void Context::accept_pending() {
         connections_.insert(conn.get());
         incoming_.push_back(conn.release());
     }
+}
+
+// Tells the caller, once, that connections wait for accept(); announced
+// again only after accept() has drained them, so a full event array never
+// loses the notice.
+void Context::announce_incoming(EventSink &sink) {
+    if (incoming_.empty() || incoming_announced_ || sink.full()) return;
+    sink.add(AFMESH_NET_EV_INCOMING, nullptr);
+    incoming_announced_ = true;
 }
 
 int Context::close(afmesh_net_conn *handle) {
@@ -203,8 +218,9 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
     if (!ptr || !mem || !mr || !rkey)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: null pointer argument");
     if (mem->struct_size < sizeof(afmesh_net_mem))
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: mem.struct_size %" PRIu32 " is below ABI 1.0's %zu",
-                          mem->struct_size, sizeof(afmesh_net_mem));
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "mem_register: mem.struct_size %" PRIu32 " is below ABI 1.0's %zu", mem->struct_size,
+                          sizeof(afmesh_net_mem));
     if (mem->kind != AFMESH_MEM_HOST)
         return host_error(AFMESH_HAL_NOT_SUPPORTED,
                           "mem_register: the tcp transport registers host memory only, not %s memory (stage it "
@@ -212,10 +228,11 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
                           mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
     constexpr uint32_t kKnownAccess = AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE;
     if (access == 0 || (access & ~kKnownAccess) != 0)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: access 0x%" PRIx32 " is not a set of AFMESH_NET_ACCESS_* bits",
-                          access);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "mem_register: access 0x%" PRIx32 " is not a set of AFMESH_NET_ACCESS_* bits", access);
     if (bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(ptr))
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: %zu bytes at %p wrap the address space", bytes, ptr);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: %zu bytes at %p wrap the address space", bytes,
+                          ptr);
     Region *region = regions_.add(static_cast<uint8_t *>(ptr), bytes, access);
     *mr = reinterpret_cast<afmesh_net_mr *>(region);
     rkey->key = region->id();
@@ -230,8 +247,7 @@ int Context::mem_deregister(afmesh_net_mr *mr) {
 }
 
 int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
-                       const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags,
-                       uint64_t cookie) {
+                       const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
     if (!conn || !dst || (bytes > 0 && !src))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
     if ((flags & ~AFMESH_NET_SIGNAL) != 0)
@@ -243,7 +259,8 @@ int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afm
     if (bytes > kMaxInline) {
         if (!src_mr)
             return host_error(AFMESH_HAL_INVALID_ARGUMENT,
-                              "write_imm: a %zu-byte write (above max_inline %" PRIu32 ") needs its source registration",
+                              "write_imm: a %zu-byte write (above max_inline %" PRIu32
+                              ") needs its source registration",
                               bytes, kMaxInline);
         source = regions_.find(reinterpret_cast<Region *>(src_mr));
         if (!source) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: src_mr is not a live registration");
@@ -301,6 +318,7 @@ int Context::poll(afmesh_net_event *events, int max) {
 
     harvest(sink);
     report_failures(sink);
+    announce_incoming(sink);
     return sink.count();
 }
 
@@ -323,14 +341,9 @@ void Context::dispatch(const epoll_event &ready, EventSink &sink) {
 void Context::receive(Connection *conn, EventSink &sink) {
     if (conn->state() != Connection::State::kEstablished) return;
     switch (conn->receiver().progress(conn->fd(), conn->handle(), regions_, sink)) {
-    case FrameReceiver::Result::kDrained:
-        return;
-    case FrameReceiver::Result::kPaused:
-        queue_receive(conn);
-        return;
-    case FrameReceiver::Result::kFailed:
-        conn->fail(conn->receiver().failure());
-        return;
+    case FrameReceiver::Result::kDrained: return;
+    case FrameReceiver::Result::kPaused: queue_receive(conn); return;
+    case FrameReceiver::Result::kFailed: conn->fail(conn->receiver().failure()); return;
     }
 }
 
@@ -394,7 +407,7 @@ int Context::wait_fd(int *fd) const {
 int Context::arm() {
     std::lock_guard lock(progress_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
-    bool pending = !receive_ready_.empty();
+    bool pending = !receive_ready_.empty() || (!incoming_.empty() && !incoming_announced_);
     {
         std::lock_guard lists(lists_mu_);
         pending = pending || !harvest_.empty() || !failed_.empty();

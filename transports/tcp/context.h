@@ -77,6 +77,7 @@ private:
 
     void wake();
     void accept_pending();
+    void announce_incoming(EventSink &sink);
     void dispatch(const epoll_event &ready, EventSink &sink);
     void receive(Connection *conn, EventSink &sink);
     void queue_receive(Connection *conn);
@@ -93,6 +94,7 @@ private:
     int listen_fd_ = -1;
     std::unordered_set<Connection *> connections_;  // every connection this context owns
     std::deque<Connection *> incoming_;             // accepted by the kernel, not yet by the caller
+    bool incoming_announced_ = false;               // EV_INCOMING reported since incoming_ last emptied
     std::vector<Connection *> receive_ready_;       // must be received from without waiting for epoll
     std::vector<Connection *> closed_;              // freed at the next poll: the last events may point into them
     std::vector<Connection *> scratch_;

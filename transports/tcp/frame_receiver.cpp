@@ -13,8 +13,9 @@ namespace afmesh::tcp {
 FrameReceiver::Result FrameReceiver::progress(int fd, afmesh_net_conn *conn, const RegionTable &regions,
                                               EventSink &sink) {
     socket_empty_ = false;
+    received_ = 0;
     for (;;) {
-        if (lent_ || sink.full()) return Result::kPaused;
+        if (lent_ || sink.full() || received_ >= kReceiveBudgetBytes) return Result::kPaused;
         Step step;
         if (stage_ == Stage::kHeader) {
             if (buffered() < kFrameHeaderSize) {
@@ -59,6 +60,7 @@ ssize_t FrameReceiver::read(int fd, iovec *iov, int count) {
     for (int i = 0; i < count; ++i) wanted += iov[i].iov_len;
     const ssize_t n = receive_iov(fd, iov, count);
     socket_empty_ = n > 0 && static_cast<size_t>(n) < wanted;
+    if (n > 0) received_ += static_cast<size_t>(n);
     return n;
 }
 
@@ -86,7 +88,8 @@ FrameReceiver::Step FrameReceiver::start_payload(const RegionTable &regions) {
     if (header_.type == FrameType::kSend) {
         if (!message_) {
             message_.reset(new (std::nothrow) uint8_t[kMaxSendSize]);
-            if (!message_) return fail(AFMESH_HAL_NO_MEMORY, "no memory for a %" PRIu32 "-byte message buffer", kMaxSendSize);
+            if (!message_)
+                return fail(AFMESH_HAL_NO_MEMORY, "no memory for a %" PRIu32 "-byte message buffer", kMaxSendSize);
         }
         dst_ = message_.get();
         stage_ = Stage::kMessagePayload;

@@ -28,12 +28,18 @@
 namespace afmesh::tcp {
 
 inline constexpr size_t kReadAheadBytes = 4096;
+/**
+ * Bytes one progress() call takes from a connection before it pauses, so a
+ * peer streaming a huge write cannot hold poll() (and the callers waiting
+ * for it) or starve the other connections.
+ */
+inline constexpr size_t kReceiveBudgetBytes = 1 << 20;
 
 class FrameReceiver {
 public:
     enum class Result {
         kDrained,  // the socket has nothing more; wait for it to become readable
-        kPaused,   // the event array is full or a message is lent out; call again next poll
+        kPaused,   // the event array is full, a message is lent out or the budget is spent: call again next poll
         kFailed,   // the stream is broken or violated the protocol; see failure()
     };
 
@@ -68,6 +74,7 @@ private:
     std::unique_ptr<uint8_t[]> message_;  // one two-sided message, allocated on first use
     bool lent_ = false;
     bool socket_empty_ = false;  // a read in this progress() call came back short
+    size_t received_ = 0;        // bytes read in this progress() call
     Failure failure_;
     size_t ahead_begin_ = 0, ahead_end_ = 0;
     uint8_t ahead_[kReadAheadBytes];

@@ -39,7 +39,8 @@ int FrameSender::queue(const FrameHeader &header, const void *payload, std::shar
 }
 
 FrameSender::Flush FrameSender::flush(int fd, Failure *failure) {
-    while (queue_.unsent_count() > 0) {
+    for (size_t sent = 0; queue_.unsent_count() > 0;) {
+        if (sent >= kSendBudgetBytes) return Flush::kBlocked;
         iovec iov[kMaxIov];
         // Zero-copy sources may not be deregistered while the kernel reads them.
         RegionAccess access[kMaxIov];
@@ -68,6 +69,7 @@ FrameSender::Flush FrameSender::flush(int fd, Failure *failure) {
             return Flush::kFailed;
         }
         queue_.advance(static_cast<uint64_t>(n));
+        sent += static_cast<size_t>(n);
     }
     return Flush::kAllSent;
 }

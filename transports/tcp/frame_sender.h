@@ -16,8 +16,15 @@ namespace afmesh::tcp {
 
 /** Operations one connection may have queued before posting returns AGAIN. */
 inline constexpr size_t kSendQueueDepth = 4096;
+static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "SendQueue needs a power of two");
 /** Bytes of copied payloads one connection may have queued. */
 inline constexpr size_t kCopyFifoBytes = 256 * 1024;
+/**
+ * Bytes one flush() hands the kernel before it yields, as if the socket were
+ * full: a poster returns promptly from a huge write, and poll() continues it
+ * when the socket reports writable, a budget at a time.
+ */
+inline constexpr size_t kSendBudgetBytes = 1 << 20;
 
 class FrameSender {
 public:
@@ -35,7 +42,7 @@ public:
     bool has_unsent() const { return queue_.unsent_count() > 0; }
 
     enum class Flush { kAllSent, kBlocked, kFailed };
-    /** Writes unsent frames until all are sent or the socket is full. */
+    /** Writes unsent frames until all are sent, the socket is full or the budget is spent (kBlocked). */
     Flush flush(int fd, Failure *failure);
 
     /**

@@ -61,8 +61,8 @@ int tcp_close(void *ctx, afmesh_net_conn *conn) {
     return with_context(ctx, "close", [&](Context &c) { return c.close(conn); });
 }
 
-int tcp_mem_register(void *ctx, void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access,
-                     afmesh_net_mr **mr, afmesh_net_rkey *rkey) {
+int tcp_mem_register(void *ctx, void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
+                     afmesh_net_rkey *rkey) {
     return with_context(ctx, "mem_register",
                         [&](Context &c) { return c.mem_register(ptr, bytes, mem, access, mr, rkey); });
 }
@@ -95,20 +95,8 @@ int tcp_arm(void *ctx) {
 }
 
 const afmesh_net_ops kOps = {
-    sizeof(afmesh_net_ops),
-    tcp_init,
-    tcp_fini,
-    tcp_listen,
-    tcp_connect,
-    tcp_accept,
-    tcp_close,
-    tcp_mem_register,
-    tcp_mem_deregister,
-    tcp_write_imm,
-    tcp_send,
-    tcp_poll,
-    tcp_get_wait_fd,
-    tcp_arm,
+    sizeof(afmesh_net_ops), tcp_init,           tcp_fini,      tcp_listen, tcp_connect, tcp_accept,      tcp_close,
+    tcp_mem_register,       tcp_mem_deregister, tcp_write_imm, tcp_send,   tcp_poll,    tcp_get_wait_fd, tcp_arm,
 };
 
 }  // namespace

@@ -29,7 +29,8 @@ void Region::leave() {
 
 void Region::revoke() {
     revoked_.store(true, std::memory_order_seq_cst);
-    for (uint32_t n = accessors_.load(std::memory_order_seq_cst); n != 0; n = accessors_.load(std::memory_order_seq_cst))
+    for (uint32_t n = accessors_.load(std::memory_order_seq_cst); n != 0;
+         n = accessors_.load(std::memory_order_seq_cst))
         accessors_.wait(n, std::memory_order_seq_cst);
 }
 

@@ -24,10 +24,10 @@ struct SendOp {
     uint8_t header[kFrameHeaderSize];
     const uint8_t *payload = nullptr;
     uint64_t payload_length = 0;
-    uint64_t sent = 0;          // bytes of header + payload handed to the kernel
+    uint64_t sent = 0;               // bytes of header + payload handed to the kernel
     uint64_t cookie = 0;
-    size_t copy_charge = 0;     // CopyFifo bytes to release at retirement; 0 when not copied
-    uint32_t completion = 0;    // event to report when signalled (afmesh_net_event_type), else 0
+    size_t copy_charge = 0;          // CopyFifo bytes to release at retirement; 0 when not copied
+    uint32_t completion = 0;         // event to report when signalled (afmesh_net_event_type), else 0
     std::shared_ptr<Region> source;  // a zero-copy payload's registration, checked before each send
 
     uint64_t size() const { return kFrameHeaderSize + payload_length; }

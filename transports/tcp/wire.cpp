@@ -57,14 +57,13 @@ void encode_frame_header(const FrameHeader &header, uint8_t *out) {
 
 bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why) {
     if (uint32_t magic = get32(in + kMagicAt); magic != kFrameMagic) {
-        why->format("bad frame magic 0x%08" PRIx32 " (expected 0x%08" PRIx32 "): not an afmesh tcp peer, or the "
-                    "stream lost its framing",
+        why->format("bad frame magic 0x%08" PRIx32 " (expected 0x%08" PRIx32
+                    "): not an afmesh tcp peer, or the stream lost its framing",
                     magic, kFrameMagic);
         return false;
     }
     if (in[kVersionAt] != kProtocolVersion) {
-        why->format("frame of protocol version %u, this module speaks version %u", in[kVersionAt],
-                    kProtocolVersion);
+        why->format("frame of protocol version %u, this module speaks version %u", in[kVersionAt], kProtocolVersion);
         return false;
     }
     if (get16(in + kReserved16At) != 0 || get32(in + kReserved32At) != 0) {
@@ -76,9 +75,7 @@ bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why) {
     out->offset = get64(in + kOffsetAt);
     out->length = get64(in + kLengthAt);
     switch (const uint8_t type = in[kTypeAt]) {
-    case static_cast<uint8_t>(FrameType::kWriteImm):
-        out->type = FrameType::kWriteImm;
-        return true;
+    case static_cast<uint8_t>(FrameType::kWriteImm): out->type = FrameType::kWriteImm; return true;
     case static_cast<uint8_t>(FrameType::kSend):
         out->type = FrameType::kSend;
         if (out->imm != 0 || out->key != 0 || out->offset != 0) {
@@ -92,9 +89,7 @@ bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why) {
             return false;
         }
         return true;
-    default:
-        why->format("unknown frame type %u", type);
-        return false;
+    default: why->format("unknown frame type %u", type); return false;
     }
 }
 

@@ -103,6 +103,8 @@ typedef enum afmesh_net_event_type {
     AFMESH_NET_EV_CONNECTED = 5,
     /** The connection failed or the peer closed it; status and reason are set. */
     AFMESH_NET_EV_CONN_ERROR = 6,
+    /** Peers have connected to the listening endpoint: call accept() (conn is NULL). */
+    AFMESH_NET_EV_INCOMING = 7,
 } afmesh_net_event_type;
 
 /** One completion. Pointers in it are valid until the next poll() call. */
@@ -148,7 +150,8 @@ typedef struct afmesh_net_ops {
     int (*connect)(void *ctx, const void *addr, size_t addr_len, afmesh_net_conn **conn);
     /**
      * Returns the next established incoming connection, or AGAIN when none is
-     * waiting. Never blocks.
+     * waiting. Never blocks. poll() reports EV_INCOMING when connections are
+     * waiting; no other event names a connection before accept() returns it.
      */
     int (*accept)(void *ctx, afmesh_net_conn **conn);
     /**
