@@ -18,6 +18,7 @@ ServerEngine::ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers)
 }
 
 ServerEngine::~ServerEngine() {
+    for (afmesh_request *r : handed_out_) delete r;
     for (auto &worker : workers_) {
         for (afmesh_request *r : worker->ready) delete r;
         for (auto &[key, slice] : worker->slices) free_slice(slice);
@@ -268,6 +269,7 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         afmesh_request *r = worker.ready.front();
         worker.ready.pop_front();
         r->processed_ns = now;
+        handed_out_.insert(r);
         requests[(*count)++] = r;
     };
     if (mode == AFMESH_BATCH_ALL_WORKERS) {
@@ -303,8 +305,8 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
     Worker *worker = nullptr;
     {
         std::lock_guard lock(ctx_.mu);
-        if (request->worker < 0 || request->worker >= static_cast<int32_t>(workers_.size()))
-            return {Code::kInvalidArgument, "not a request of this server"};
+        if (!handed_out_.count(request))
+            return {Code::kInvalidArgument, "not a request this server handed out, or one already answered"};
         worker = workers_[request->worker].get();
         if (count != request->pulls.size())
             return {Code::kInvalidArgument, "the request has " + std::to_string(request->pulls.size()) +
@@ -326,6 +328,7 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
         }
         if (worker->failed.load()) {
             Status failure = peer_failure(worker_name(request->worker), worker->failure);
+            handed_out_.erase(request);
             delete request;
             return failure;
         }
@@ -340,6 +343,7 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
             if (!s) {
                 const int32_t worker_rank = request->worker;
                 fail_worker(worker_rank, s);
+                handed_out_.erase(request);
                 delete request;
                 return peer_failure(worker_name(worker_rank), s);
             }
@@ -355,6 +359,7 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
         wire::encode(response, scratch_);
         Status sent = worker->outbox->send(scratch_);
         const int32_t worker_rank = request->worker;
+        handed_out_.erase(request);
         delete request;
         if (!sent) {
             fail_worker(worker_rank, sent);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "afmesh/afmesh.h"
@@ -93,6 +94,7 @@ private:
     EngineContext ctx_;
     const int32_t rank_;
     std::vector<std::unique_ptr<Worker>> workers_;
+    std::unordered_set<afmesh_request *> handed_out_;  // by get_batch, not yet answered
     std::vector<uint8_t> scratch_;
     // Read by waiters without the lock.
     std::atomic<int> workers_with_requests_{0};

@@ -1,0 +1,206 @@
+// The C API's error paths, in one process: a scheduler, one server and one
+// worker over the default transport. Every misuse must come back as a status
+// with a message, and leave the node usable.
+#include <gtest/gtest.h>
+
+#include <afmesh/afmesh.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "free_port.h"
+
+namespace {
+
+afmesh_status create(afmesh_role role, const std::string &scheduler, std::vector<std::string> settings,
+                     afmesh_node **node) {
+    settings.push_back("AFMESH_NUM_WORKERS=1");
+    settings.push_back("AFMESH_NUM_SERVERS=1");
+    settings.push_back("AFMESH_CONNECT_TIMEOUT_MS=20000");
+    std::vector<const char *> list;
+    for (const std::string &s : settings) list.push_back(s.c_str());
+    list.push_back(nullptr);
+    afmesh_config config{};
+    config.struct_size = sizeof config;
+    config.role = role;
+    config.scheduler = scheduler.c_str();
+    config.settings = list.data();
+    return afmesh_node_create(&config, node);
+}
+
+afmesh_tensor bytes(void *data, uint64_t n) {
+    afmesh_tensor t{};
+    t.data = data;
+    t.bytes = n;
+    t.dtype = {1, 8, 1};
+    t.ndim = 1;
+    t.shape[0] = static_cast<int64_t>(n);
+    return t;
+}
+
+std::string last_error() { return afmesh_last_error(); }
+
+TEST(CApi, NamesEveryStatus) {
+    EXPECT_STREQ(afmesh_strerror(AFMESH_OK), "AFMESH_OK");
+    EXPECT_STREQ(afmesh_strerror(AFMESH_ERR_TIMEOUT), "AFMESH_ERR_TIMEOUT");
+    EXPECT_STREQ(afmesh_strerror(static_cast<afmesh_status>(-12345)), "AFMESH_ERR_UNKNOWN");
+    EXPECT_GT(strlen(afmesh_version()), 0u);
+}
+
+TEST(CApi, NullArgumentsAreRefusedWithAReason) {
+    EXPECT_EQ(afmesh_wait(nullptr, 1, 0), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("not a worker"), std::string::npos) << last_error();
+    EXPECT_EQ(afmesh_node_create(nullptr, nullptr), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_node_destroy(nullptr), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_request_info(nullptr, nullptr, nullptr, nullptr), AFMESH_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, UnknownSettingGetsADidYouMean) {
+    afmesh_node *node = nullptr;
+    EXPECT_EQ(create(AFMESH_ROLE_WORKER, "127.0.0.1:1", {"AFMESH_NUM_WORKER=2"}, &node), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(node, nullptr);
+    EXPECT_NE(last_error().find("did you mean AFMESH_NUM_WORKERS"), std::string::npos) << last_error();
+}
+
+TEST(CApi, BadSettingValueIsRefused) {
+    afmesh_node *node = nullptr;
+    EXPECT_EQ(create(AFMESH_ROLE_WORKER, "127.0.0.1:1", {"AFMESH_POLL=fast"}, &node), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("busy|adaptive|blocking"), std::string::npos) << last_error();
+}
+
+// One scheduler, one server, one worker in this process.
+class CApiCluster : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const std::string address = afmesh::with_free_port("127.0.0.1:0");
+        ASSERT_EQ(create(AFMESH_ROLE_SCHEDULER, address, {}, &scheduler_), AFMESH_OK) << last_error();
+        afmesh_status server_status = AFMESH_ERR_INTERNAL;
+        std::thread server([&] { server_status = create(AFMESH_ROLE_SERVER, address, {}, &server_); });
+        ASSERT_EQ(create(AFMESH_ROLE_WORKER, address, {}, &worker_), AFMESH_OK) << last_error();
+        server.join();
+        ASSERT_EQ(server_status, AFMESH_OK);
+    }
+
+    void TearDown() override {
+        // Stopping is collective: both stop at once, then the scheduler ends.
+        std::thread server([&] {
+            if (server_) afmesh_node_destroy(server_);
+        });
+        if (worker_) afmesh_node_destroy(worker_);
+        server.join();
+        if (scheduler_) afmesh_node_destroy(scheduler_);
+    }
+
+    // Starts a push-pull of `push` bytes, pulling into `pull`.
+    afmesh_handle start(std::vector<uint8_t> &push, std::vector<uint8_t> &pull) {
+        afmesh_push p{};
+        p.key = 1;
+        p.tensor = bytes(push.data(), push.size());
+        afmesh_pull q{};
+        q.key = 2;
+        q.tensor = bytes(pull.data(), pull.size());
+        q.server = 0;
+        afmesh_handle h = 0;
+        EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, &q, 1, &h), AFMESH_OK) << last_error();
+        return h;
+    }
+
+    afmesh_request *one_request() {
+        afmesh_request *r = nullptr;
+        size_t n = 0;
+        EXPECT_EQ(afmesh_get_batch(server_, AFMESH_BATCH_ALL_WORKERS, 20000, &r, 1, &n), AFMESH_OK) << last_error();
+        EXPECT_EQ(n, 1u);
+        return r;
+    }
+
+    afmesh_node *scheduler_ = nullptr, *server_ = nullptr, *worker_ = nullptr;
+};
+
+TEST_F(CApiCluster, UnknownHandle) {
+    EXPECT_EQ(afmesh_wait(worker_, 123456789, 0), AFMESH_ERR_NOT_FOUND);
+    EXPECT_NE(last_error().find("unknown handle"), std::string::npos) << last_error();
+    EXPECT_EQ(afmesh_test(worker_, 42), AFMESH_ERR_NOT_FOUND);
+}
+
+TEST_F(CApiCluster, RoleMismatchIsRefused) {
+    size_t n = 0;
+    afmesh_request *r = nullptr;
+    EXPECT_EQ(afmesh_get_batch(worker_, AFMESH_BATCH_ANY, 0, &r, 1, &n), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_wait(server_, 1, 0), AFMESH_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CApiCluster, BadPushPullArguments) {
+    std::vector<uint8_t> buf(64);
+    afmesh_push p{};
+    p.tensor = bytes(buf.data(), buf.size());
+    afmesh_handle h;
+    int32_t nowhere = 7;
+    p.servers = &nowhere;
+    p.num_servers = 1;
+    EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, nullptr, 0, &h), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("server 7 does not exist"), std::string::npos) << last_error();
+    p.num_servers = 0;
+    p.tensor.ndim = AFMESH_MAX_DIMS + 1;
+    EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, nullptr, 0, &h), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("dimensions"), std::string::npos) << last_error();
+    EXPECT_EQ(afmesh_push_pull(worker_, nullptr, 0, nullptr, 0, &h), AFMESH_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CApiCluster, WaitTimesOutAndTheHandleStaysValid) {
+    std::vector<uint8_t> push(256, 7), pull(256, 0);
+    afmesh_handle h = start(push, pull);
+    EXPECT_EQ(afmesh_wait(worker_, h, 20), AFMESH_ERR_TIMEOUT);
+    EXPECT_EQ(afmesh_test(worker_, h), AFMESH_IN_PROGRESS);
+    afmesh_request *r = one_request();
+    std::vector<uint8_t> answer(100, 9);
+    afmesh_tensor t = bytes(answer.data(), answer.size());
+    ASSERT_EQ(afmesh_respond(server_, r, &t, 1), AFMESH_OK) << last_error();
+    ASSERT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << last_error();
+    uint64_t got = 0;
+    ASSERT_EQ(afmesh_pull_bytes(worker_, h, 0, &got), AFMESH_OK);
+    EXPECT_EQ(got, 100u) << "a short answer reports its real length";
+    EXPECT_EQ(pull[99], 9);
+    EXPECT_EQ(pull[100], 0) << "nothing past the answer is written";
+    EXPECT_EQ(afmesh_wait(worker_, h, 0), AFMESH_ERR_NOT_FOUND) << "a handle is waited once";
+}
+
+TEST_F(CApiCluster, BadResponsesLeaveTheRequestAnswerable) {
+    std::vector<uint8_t> push(64, 1), pull(64, 0);
+    afmesh_handle h = start(push, pull);
+    afmesh_request *r = one_request();
+    std::vector<uint8_t> big(65, 3), ok(64, 4);
+    afmesh_tensor too_long = bytes(big.data(), big.size());
+    EXPECT_EQ(afmesh_respond(server_, r, &too_long, 1), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("exceeds the worker's pull buffer"), std::string::npos) << last_error();
+    afmesh_tensor two[2] = {bytes(ok.data(), ok.size()), bytes(ok.data(), ok.size())};
+    EXPECT_EQ(afmesh_respond(server_, r, two, 2), AFMESH_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(afmesh_respond(server_, r, two, 1), AFMESH_OK) << last_error();
+    EXPECT_EQ(afmesh_respond(server_, r, two, 1), AFMESH_ERR_INVALID_ARGUMENT) << "double respond";
+    EXPECT_NE(last_error().find("already answered"), std::string::npos) << last_error();
+    ASSERT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << last_error();
+    EXPECT_EQ(pull, ok);
+}
+
+TEST_F(CApiCluster, GetBatchArgumentsAndTimeout) {
+    afmesh_request *r[1];
+    size_t n = 0;
+    EXPECT_EQ(afmesh_get_batch(server_, AFMESH_BATCH_ALL_WORKERS, 0, r, 0, &n), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_get_batch(server_, AFMESH_BATCH_ANY, 10, r, 1, &n), AFMESH_ERR_TIMEOUT);
+    EXPECT_EQ(n, 0u);
+}
+
+TEST_F(CApiCluster, ReceiveBufferMustSplitEvenly) {
+    std::vector<uint8_t> buf(100);
+    int32_t ranks[3] = {0, 0, 0};
+    uint64_t keys[3] = {1, 2, 3};
+    EXPECT_EQ(afmesh_register_recv_buffer(server_, buf.data(), buf.size(), AFMESH_MEM_HOST, 0, ranks, keys, 3),
+              AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("equal slices"), std::string::npos) << last_error();
+    int32_t bad_rank[1] = {5};
+    EXPECT_EQ(afmesh_register_recv_buffer(server_, buf.data(), buf.size(), AFMESH_MEM_HOST, 0, bad_rank, keys, 1),
+              AFMESH_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace
