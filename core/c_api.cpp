@@ -32,6 +32,7 @@ afmesh_status to_c(Code code) {
     case Code::kAccess: return AFMESH_ERR_ACCESS;
     case Code::kTimeout: return AFMESH_ERR_TIMEOUT;
     case Code::kError: return AFMESH_ERR_INTERNAL;
+    case Code::kClosed: return AFMESH_ERR_CLOSED;
     }
     return AFMESH_ERR_INTERNAL;
 }

@@ -16,6 +16,7 @@ const char *code_name(Code code) {
     case Code::kAccess: return "ACCESS";
     case Code::kTimeout: return "TIMEOUT";
     case Code::kNotFound: return "NOT_FOUND";
+    case Code::kClosed: return "CLOSED";
     }
     return "UNKNOWN";
 }

@@ -23,6 +23,7 @@ enum class Code : int {
     kAccess = AFMESH_HAL_ACCESS,
     kTimeout = AFMESH_HAL_TIMEOUT,
     kNotFound = -100,  // core-only codes start here
+    kClosed = -101,    // a peer (or this node) stopped cleanly
 };
 
 /** Name of a code, e.g. "NOT_PRESENT". */

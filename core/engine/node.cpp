@@ -183,7 +183,7 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
         }
         case AFMESH_NET_EV_RECV:
             if (peer >= 0 && wire::peek_type(ev.data, ev.len) == wire::Type::kBye) {
-                fail_peer(peer, {Code::kPeerFailed, "it has stopped"});
+                fail_peer(peer, {Code::kClosed, "it has stopped"});
             } else if (role_ == Role::kWorker) {
                 worker_->on_message(peer, ev.data, ev.len);
             } else if (peer >= 0) {
@@ -259,7 +259,7 @@ void Node::close_data_plane() {
         transport_->net().close(transport_->ctx(), conn);
         auto it = peer_of_.find(conn);
         if (it != peer_of_.end() && it->second >= 0)
-            fail_peer(it->second, {Code::kPeerFailed, "this node is stopping"});
+            fail_peer(it->second, {Code::kClosed, "this node is stopping"});
     }
     conns_.clear();
     peer_of_.clear();

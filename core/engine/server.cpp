@@ -204,7 +204,8 @@ void ServerEngine::update_ready_counters() {
     for (const auto &w : workers_) {
         with += !w->ready.empty();
         failed += w->failed.load();
-        unreported += w->failed.load() && !w->failure_reported;
+        // A worker that stopped cleanly is no news for ANY mode, only a real failure is.
+        unreported += w->failed.load() && !w->failure_reported && w->failure.code() != Code::kClosed;
     }
     workers_with_requests_.store(with);
     failed_workers_.store(failed);
@@ -244,7 +245,9 @@ void ServerEngine::flush() {
 }
 
 bool ServerEngine::batch_ready(afmesh_batch_mode mode) const {
-    if (mode == AFMESH_BATCH_ANY) return workers_with_requests_.load() > 0 || unreported_failures_.load() > 0;
+    if (mode == AFMESH_BATCH_ANY)
+        return workers_with_requests_.load() > 0 || unreported_failures_.load() > 0 ||
+               failed_workers_.load() == static_cast<int>(workers_.size());
     return workers_with_requests_.load() == static_cast<int>(workers_.size()) || failed_workers_.load() > 0;
 }
 
@@ -286,12 +289,14 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         if (*count == 0) {
             for (size_t w = 0; w < workers_.size(); ++w) {
                 Worker &worker = *workers_[w];
-                if (worker.failed.load() && !worker.failure_reported) {
+                if (worker.failed.load() && !worker.failure_reported && worker.failure.code() != Code::kClosed) {
                     worker.failure_reported = true;
                     update_ready_counters();
                     return peer_failure(worker_name(static_cast<int32_t>(w)), worker.failure);
                 }
             }
+            if (failed_workers_.load() == static_cast<int>(workers_.size()))
+                return {Code::kClosed, "every worker has stopped or failed"};
         }
     }
     update_ready_counters();

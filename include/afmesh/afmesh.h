@@ -51,7 +51,7 @@ typedef enum afmesh_status {
     AFMESH_ERR_TIMEOUT = -8,
     /** No usable module, an unknown key or handle. */
     AFMESH_ERR_NOT_FOUND = -100,
-    /** The node is stopping or has failed. */
+    /** The node, or every peer a call waits for, has stopped. */
     AFMESH_ERR_CLOSED = -101,
 } afmesh_status;
 
@@ -234,7 +234,9 @@ typedef enum afmesh_batch_mode {
  * Waits for requests. Fills up to `capacity` entries of `requests`; *count
  * receives how many. In ALL_WORKERS mode entries are in worker-rank order.
  * TIMEOUT when nothing (or not every worker) arrived; PEER_FAILED when a
- * worker the batch waits for has failed.
+ * worker the batch waits for has failed or stopped (ANY mode reports each
+ * failed worker once and ignores workers that stopped cleanly); CLOSED in
+ * ANY mode once every worker has gone.
  */
 AFMESH_API afmesh_status afmesh_get_batch(afmesh_node *node, afmesh_batch_mode mode, int timeout_ms,
                                           afmesh_request **requests, size_t capacity, size_t *count);
