@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "log.h"
@@ -238,6 +239,10 @@ std::vector<ModuleRecord> discover_modules(const Config &config) {
 }
 
 Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
+    // Modules keep process-wide state (the host services pointer, runtime
+    // handles) set by query and init: load one at a time.
+    static std::mutex load_mu;
+    std::lock_guard lock(load_mu);
     auto fail = [&record](ModuleState state, Code code, std::string reason) {
         record.state = state;
         record.reason = reason;

@@ -158,7 +158,9 @@ private:
 
 void SchedulerImpl::run() {
     next_tick_ = Clock::now() + options_.heartbeat_interval;
-    join_deadline_ = Clock::now() + options_.connect_timeout;
+    // Twice the nodes' own deadline: they give up first, each with the
+    // scheduler's latest PROGRESS report; the scheduler ends after them.
+    join_deadline_ = Clock::now() + 2 * options_.connect_timeout;
     progress_ = {ProgressPhase::kJoin, rendezvous_.workers_missing(), rendezvous_.servers_missing(), ""};
     for (;;) {
         {
@@ -505,8 +507,8 @@ void SchedulerImpl::maybe_finish() {
 // node cannot keep the others (or this process) waiting forever.
 void SchedulerImpl::give_up_joining() {
     finishing_ = true;
-    outcome_ = Status(Code::kTimeout, "no complete cluster after " + std::to_string(options_.connect_timeout.count()) +
-                                          " ms: " + join_summary());
+    outcome_ = Status(Code::kTimeout, "no complete cluster after " +
+                                          std::to_string(2 * options_.connect_timeout.count()) + " ms: " + join_summary());
     AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", outcome_.message().c_str());
     listener_.reset();
     for (auto &[id, p] : peers_) {
