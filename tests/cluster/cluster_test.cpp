@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,12 +26,14 @@ struct NodeSpec {
     std::vector<std::string> args;
     std::vector<std::string> env;  // extra "NAME=value"
     int expect_signal = 0;         // e.g. SIGKILL for a node that kills itself
+    std::string netns{};           // run inside this network namespace ("" = here)
 };
 
 class Cluster {
 public:
-    Cluster(int workers, int servers) : workers_(workers), servers_(servers) {
-        scheduler_ = with_free_port("127.0.0.1:0");
+    /** `scheduler`: where the scheduler listens (default: a free loopback port). */
+    Cluster(int workers, int servers, std::string scheduler = with_free_port("127.0.0.1:0"))
+        : workers_(workers), servers_(servers), scheduler_(std::move(scheduler)) {
         for (char **e = environ; *e; ++e)
             if (std::string(*e).rfind("AFMESH_", 0) != 0) base_env_.push_back(*e);
         // Fast failure detection so the fault tests end quickly.
@@ -50,10 +55,14 @@ public:
             std::erase_if(env, [&](const std::string &x) { return x.rfind(name + "=", 0) == 0; });
             env.push_back(e);
         }
-        std::vector<std::string> argv = {"af_test_node"};
+        // `ip netns exec` execs the node in place: its pid is the node's, so the
+        // group still waits for and kills the node itself.
+        std::vector<std::string> argv;
+        if (!spec.netns.empty()) argv = {kIp, "netns", "exec", spec.netns, AF_TEST_NODE};
+        else argv = {"af_test_node"};
         argv.insert(argv.end(), spec.args.begin(), spec.args.end());
         std::string name = spec.role + (spec.rank >= 0 ? " " + std::to_string(spec.rank) : "");
-        ASSERT_TRUE(group_.spawn({name, AF_TEST_NODE, argv, env})) << "spawn " << name;
+        ASSERT_TRUE(group_.spawn({name, spec.netns.empty() ? AF_TEST_NODE : kIp, argv, env})) << "spawn " << name;
         expected_signal_.push_back(spec.expect_signal);
     }
 
@@ -86,6 +95,8 @@ public:
             if (c.name == name) return c.output;
         return {};
     }
+
+    static constexpr const char *kIp = "/usr/sbin/ip";
 
 private:
     int workers_, servers_;
@@ -180,6 +191,56 @@ TEST(Cluster, WrongAuthTokenIsRefused) {
     c.add({"scheduler", -1, {"echo"}, {right, "AFMESH_CONNECT_TIMEOUT_MS=1500"}});
     c.add({"server", 0, {"join", "--expect", "AFMESH_ERR_TIMEOUT"}, {right, "AFMESH_CONNECT_TIMEOUT_MS=1500"}});
     c.add({"worker", 0, {"join", "--expect", "AFMESH_ERR_ACCESS"}, {"AFMESH_AUTH_TOKEN=wrong"}});
+    c.expect_all_succeed();
+}
+
+// Two network namespaces joined by a veth pair stand in for two hosts:
+// host A runs the scheduler and the servers, host B the workers, so every
+// byte really crosses from one network stack to another.
+class TwoHosts {
+public:
+    TwoHosts() {
+        const std::string id = std::to_string(getpid() % 100000);
+        a_ = "afm_a_" + id;
+        b_ = "afm_b_" + id;
+        const int subnet = getpid() % 250;
+        address_a_ = "10.77." + std::to_string(subnet) + ".1";
+        address_b_ = "10.77." + std::to_string(subnet) + ".2";
+        const std::string veth_a = "afva" + id, veth_b = "afvb" + id;
+        ok_ = run("ip netns add " + a_) && run("ip netns add " + b_) &&
+              run("ip link add " + veth_a + " type veth peer name " + veth_b) &&
+              run("ip link set " + veth_a + " netns " + a_) && run("ip link set " + veth_b + " netns " + b_) &&
+              run("ip -n " + a_ + " addr add " + address_a_ + "/24 dev " + veth_a) &&
+              run("ip -n " + b_ + " addr add " + address_b_ + "/24 dev " + veth_b) &&
+              run("ip -n " + a_ + " link set " + veth_a + " up") && run("ip -n " + b_ + " link set " + veth_b + " up") &&
+              run("ip -n " + a_ + " link set lo up") && run("ip -n " + b_ + " link set lo up");
+    }
+    ~TwoHosts() {
+        // Deleting a namespace deletes the veth end inside it, and so the pair.
+        run("ip netns del " + a_);
+        run("ip netns del " + b_);
+    }
+    bool ok() const { return ok_; }
+    const std::string &a() const { return a_; }
+    const std::string &b() const { return b_; }
+    const std::string &address_a() const { return address_a_; }
+
+private:
+    static bool run(const std::string &command) { return system((command + " 2>/dev/null").c_str()) == 0; }
+    std::string a_, b_, address_a_, address_b_;
+    bool ok_ = false;
+};
+
+TEST(Cluster, TwoByTwoAcrossTwoNetworkNamespaces) {
+    if (access(Cluster::kIp, X_OK) != 0) GTEST_SKIP() << Cluster::kIp << " is not installed (iproute2)";
+    TwoHosts hosts;
+    if (!hosts.ok()) GTEST_SKIP() << "cannot create network namespaces here (needs root / CAP_SYS_ADMIN)";
+    // A fresh namespace has every port free: any fixed one will do.
+    Cluster c(2, 2, hosts.address_a() + ":29500");
+    const std::vector<std::string> on_a = {"AFMESH_TCP_BIND=" + hosts.address_a()};
+    c.add({"scheduler", -1, {"echo"}, on_a, 0, hosts.a()});
+    for (int s = 0; s < 2; ++s) c.add({"server", s, echo({"--microbatches", "3"}), on_a, 0, hosts.a()});
+    for (int w = 0; w < 2; ++w) c.add({"worker", w, echo({"--microbatches", "3"}), {}, 0, hosts.b()});
     c.expect_all_succeed();
 }
 
