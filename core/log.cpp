@@ -35,7 +35,8 @@ void log(int level, const char *source, const char *fmt, ...) {
     if (level > g_level.load(std::memory_order_relaxed)) return;
     char line[2048];
     const char *level_name = level >= 0 && level < static_cast<int>(std::size(kLevelNames)) ? kLevelNames[level] : "?";
-    int n = snprintf(line, sizeof line, "afmesh[%d] %s %s: ", static_cast<int>(getpid()), level_name, source);
+    int n = snprintf(line, sizeof line, "afmesh[%d] %s %s: ", static_cast<int>(getpid()), level_name,
+                     source ? source : "module");
     va_list ap;
     va_start(ap, fmt);
     n += vsnprintf(line + n, sizeof line - n - 1, fmt, ap);

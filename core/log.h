@@ -14,7 +14,7 @@ void set_log_level(afmesh_log_level level);
 /** Parses "error|warn|info|debug|trace"; false when the name is unknown. */
 bool parse_log_level(const char *name, afmesh_log_level *level);
 
-/** Writes one line "afmesh[pid] LEVEL source: message" with a single write(2). */
+/** Writes one line "afmesh[pid] LEVEL source: message" with a single write(2). Also the modules' log service. */
 void log(int level, const char *source, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /** Records the reason for the failing module call on this thread (host service). */

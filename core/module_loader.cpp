@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cerrno>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -33,31 +31,13 @@ constexpr const char *kTransportPrefix = "libafmesh_net_";
 constexpr const char *kDeviceOrder[] = {"cuda", "hip", "ze", "cpu"};
 constexpr const char *kTransportOrder[] = {"ibverbs", "fabric", "tcp"};
 
-void host_log(int level, const char *module, const char *fmt, ...) {
-    if (level > log_level()) return;
-    char buf[1536];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    log(level, module ? module : "module", "%s", buf);
-}
-
-void host_set_error(const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    set_module_error("%s", buf);
-}
-
 const char *host_get_config(const char *name) { return name ? Config::process().c_str(name) : nullptr; }
 
+// log() and set_module_error() have exactly the services' signatures.
 const afmesh_host_services kHostServices = {
     sizeof(afmesh_host_services),
-    host_log,
-    host_set_error,
+    log,
+    set_module_error,
     host_get_config,
 };
 
