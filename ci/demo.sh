@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release >/dev/null
-cmake --build --preset release
+cmake --build --preset release --target afmesh  # the tool and the modules it loads
 exec build/release/bin/afmesh run --workers 2 --servers 2 --timeout 600 -- \
   afmesh bench --iters 200 --warmup 20 --trace "$@"
