@@ -114,6 +114,8 @@ private:
     void finish_iteration();
     void maybe_finish();
     void give_up_joining();
+    template <class Message>
+    void end_sessions(PeerPhase phase, const Message &last);
 
     /** The peer is gone or must go. With `tell`, it gets an ERROR before the connection closes. */
     void lose(Peer &p, const std::string &reason, std::optional<Status> tell);
@@ -492,10 +494,17 @@ void SchedulerImpl::maybe_finish() {
     outcome_ = members_->outcome();
     listener_.reset();
     AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: every node has stopped: %s", outcome_.to_string().c_str());
+    end_sessions(PeerPhase::kMember, StopDoneMsg{outcome_});
+}
+
+// Sends `last` to every peer in `phase` and closes it after a linger; other
+// peers are closed at once.
+template <class Message>
+void SchedulerImpl::end_sessions(PeerPhase phase, const Message &last) {
     for (auto &[id, p] : peers_) {
         if (p.closed || p.phase == PeerPhase::kClosing) continue;
-        if (p.phase == PeerPhase::kMember) {
-            queue_message(p.writer, StopDoneMsg{outcome_});
+        if (p.phase == phase) {
+            queue_message(p.writer, last);
             begin_closing(p);
         } else {
             close_now(p);
@@ -511,15 +520,7 @@ void SchedulerImpl::give_up_joining() {
                                           std::to_string(2 * options_.connect_timeout.count()) + " ms: " + join_summary());
     AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", outcome_.message().c_str());
     listener_.reset();
-    for (auto &[id, p] : peers_) {
-        if (p.closed || p.phase == PeerPhase::kClosing) continue;
-        if (p.phase == PeerPhase::kJoined) {
-            queue_message(p.writer, ErrorMsg{outcome_});
-            begin_closing(p);
-        } else {
-            close_now(p);
-        }
-    }
+    end_sessions(PeerPhase::kJoined, ErrorMsg{outcome_});
 }
 
 std::string SchedulerImpl::join_summary() const {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <afmesh/afmesh.h>
+#include <afmesh/afmesh.hpp>
 
 #include <cstring>
 #include <string>
@@ -30,15 +31,7 @@ afmesh_status create(afmesh_role role, const std::string &scheduler, std::vector
     return afmesh_node_create(&config, node);
 }
 
-afmesh_tensor bytes(void *data, uint64_t n) {
-    afmesh_tensor t{};
-    t.data = data;
-    t.bytes = n;
-    t.dtype = {1, 8, 1};
-    t.ndim = 1;
-    t.shape[0] = static_cast<int64_t>(n);
-    return t;
-}
+using afmesh::api::host_bytes;
 
 std::string last_error() { return afmesh_last_error(); }
 
@@ -97,10 +90,10 @@ protected:
     afmesh_handle start(std::vector<uint8_t> &push, std::vector<uint8_t> &pull) {
         afmesh_push p{};
         p.key = 1;
-        p.tensor = bytes(push.data(), push.size());
+        p.tensor = host_bytes(push.data(), push.size());
         afmesh_pull q{};
         q.key = 2;
-        q.tensor = bytes(pull.data(), pull.size());
+        q.tensor = host_bytes(pull.data(), pull.size());
         q.server = 0;
         afmesh_handle h = 0;
         EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, &q, 1, &h), AFMESH_OK) << last_error();
@@ -134,7 +127,7 @@ TEST_F(CApiCluster, RoleMismatchIsRefused) {
 TEST_F(CApiCluster, BadPushPullArguments) {
     std::vector<uint8_t> buf(64);
     afmesh_push p{};
-    p.tensor = bytes(buf.data(), buf.size());
+    p.tensor = host_bytes(buf.data(), buf.size());
     afmesh_handle h;
     int32_t nowhere = 7;
     p.servers = &nowhere;
@@ -155,7 +148,7 @@ TEST_F(CApiCluster, WaitTimesOutAndTheHandleStaysValid) {
     EXPECT_EQ(afmesh_test(worker_, h), AFMESH_IN_PROGRESS);
     afmesh_request *r = one_request();
     std::vector<uint8_t> answer(100, 9);
-    afmesh_tensor t = bytes(answer.data(), answer.size());
+    afmesh_tensor t = host_bytes(answer.data(), answer.size());
     ASSERT_EQ(afmesh_respond(server_, r, &t, 1), AFMESH_OK) << last_error();
     ASSERT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << last_error();
     uint64_t got = 0;
@@ -171,10 +164,10 @@ TEST_F(CApiCluster, BadResponsesLeaveTheRequestAnswerable) {
     afmesh_handle h = start(push, pull);
     afmesh_request *r = one_request();
     std::vector<uint8_t> big(65, 3), ok(64, 4);
-    afmesh_tensor too_long = bytes(big.data(), big.size());
+    afmesh_tensor too_long = host_bytes(big.data(), big.size());
     EXPECT_EQ(afmesh_respond(server_, r, &too_long, 1), AFMESH_ERR_INVALID_ARGUMENT);
     EXPECT_NE(last_error().find("exceeds the worker's pull buffer"), std::string::npos) << last_error();
-    afmesh_tensor two[2] = {bytes(ok.data(), ok.size()), bytes(ok.data(), ok.size())};
+    afmesh_tensor two[2] = {host_bytes(ok.data(), ok.size()), host_bytes(ok.data(), ok.size())};
     EXPECT_EQ(afmesh_respond(server_, r, two, 2), AFMESH_ERR_INVALID_ARGUMENT);
     ASSERT_EQ(afmesh_respond(server_, r, two, 1), AFMESH_OK) << last_error();
     EXPECT_EQ(afmesh_respond(server_, r, two, 1), AFMESH_ERR_INVALID_ARGUMENT) << "double respond";

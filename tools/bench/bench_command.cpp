@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "afmesh/afmesh.h"
+#include "afmesh/afmesh.hpp"
 #include "bench_options.h"
 #include "command.h"
 #include "config.h"
@@ -25,6 +26,7 @@
 namespace afmesh::tool {
 namespace {
 
+using api::host_bytes;
 using bench::FloorCard;
 using bench::FloorEndpoint;
 using bench::Options;
@@ -61,16 +63,6 @@ struct Row {
 
 void check(afmesh_status st, const char *what) {
     if (st != AFMESH_OK) die(std::string(what) + ": " + afmesh_strerror(st) + ": " + afmesh_last_error());
-}
-
-afmesh_tensor bytes_tensor(void *data, uint64_t bytes) {
-    afmesh_tensor t{};
-    t.data = data;
-    t.bytes = bytes;
-    t.dtype = {1, 8, 1};
-    t.ndim = 1;
-    t.shape[0] = static_cast<int64_t>(bytes);
-    return t;
 }
 
 // Answer header: bytes 0..3 the server's rank + 1 (stamped by the server),
@@ -145,7 +137,7 @@ private:
     void connect_floor(uint64_t largest) {
         std::vector<std::vector<uint8_t>> cards(servers_, std::vector<uint8_t>(kCardBytes));
         std::vector<afmesh_pull> pulls;
-        for (int s = 0; s < servers_; ++s) pulls.push_back({kSetupKey, bytes_tensor(cards[s].data(), kCardBytes), s});
+        for (int s = 0; s < servers_; ++s) pulls.push_back({kSetupKey, host_bytes(cards[s].data(), kCardBytes), s});
         afmesh_handle h;
         check(afmesh_push_pull(node_, nullptr, 0, pulls.data(), pulls.size(), &h), "setup push_pull");
         check(afmesh_wait(node_, h, kTimeoutMs), "setup wait");
@@ -163,10 +155,10 @@ private:
     afmesh_handle post(const Case &c, uint8_t *push, size_t pull_base, uint64_t push_key, uint64_t pull_key) {
         afmesh_push p{};
         p.key = push_key;
-        p.tensor = bytes_tensor(push, c.push);
+        p.tensor = host_bytes(push, c.push);
         std::vector<afmesh_pull> pulls;
         for (int s = 0; s < servers_; ++s)
-            pulls.push_back({pull_key, bytes_tensor(pulls_[pull_base + s].data(), c.pull), s});
+            pulls.push_back({pull_key, host_bytes(pulls_[pull_base + s].data(), c.pull), s});
         afmesh_handle h;
         check(afmesh_push_pull(node_, &p, 1, pulls.data(), pulls.size(), &h), "push_pull");
         return h;
@@ -268,7 +260,7 @@ private:
         text.resize(16, '\0');
         afmesh_push p{};
         p.key = key;
-        p.tensor = bytes_tensor(text.data(), text.size());
+        p.tensor = host_bytes(text.data(), text.size());
         afmesh_handle h;
         check(afmesh_push_pull(node_, &p, 1, nullptr, 0, &h), "control push");
         check(afmesh_wait(node_, h, kTimeoutMs), "control wait");
@@ -388,7 +380,7 @@ void serve(afmesh_node *node, const Options &o) {
                 continue;
             }
             if (key == kSetupKey) {
-                afmesh_tensor t = bytes_tensor(const_cast<uint8_t *>(card_bytes.data()), card_bytes.size());
+                afmesh_tensor t = host_bytes(const_cast<uint8_t *>(card_bytes.data()), card_bytes.size());
                 check(afmesh_respond(node, batch[r], &t, 1), "respond");
                 continue;
             }
@@ -400,7 +392,7 @@ void serve(afmesh_node *node, const Options &o) {
                 data = answer.data();
             }
             memcpy(data, &stamp, 4);
-            afmesh_tensor out = bytes_tensor(data, slot.bytes);
+            afmesh_tensor out = host_bytes(data, slot.bytes);
             check(afmesh_respond(node, batch[r], &out, 1), "respond");
         }
     }
