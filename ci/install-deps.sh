@@ -12,6 +12,8 @@ packages=(
   libze-dev libze1 hipcc libamdhip64-dev
   # integration tests: network namespaces and fault injection
   iproute2 iptables
+  # Python package and examples: pytest, numpy and torch for /usr/bin/python3; rustc for the Rust example
+  python3 python3-pytest python3-numpy python3-torch rustc
 )
 
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

@@ -164,6 +164,18 @@ Module::~Module() {
     if (handle_) dlclose(handle_);
 }
 
+std::string Module::describe() const {
+    if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_) return {};
+    const afmesh_net_ops &ops = net();
+    if (ops.struct_size < offsetof(afmesh_net_ops, describe) + sizeof ops.describe || !ops.describe) return {};
+    char text[4096] = "";
+    if (ops.describe(ctx_, text, sizeof text) != AFMESH_HAL_OK) return {};
+    text[sizeof text - 1] = '\0';  // never trust a module to terminate it
+    std::string out = text;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+}
+
 std::vector<std::string> module_search_dirs(const Config &config) {
     std::vector<std::string> dirs;
     auto add = [&dirs](std::string dir) {
@@ -295,6 +307,7 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
     }
     record.state = ModuleState::kLoaded;
     record.reason.clear();
+    record.details = module->describe();
     *out = std::move(module);
     return Status::ok();
 }

@@ -33,6 +33,7 @@ struct ModuleRecord {
     std::string reason;   // why it is not loaded, or what shadows it
     std::string version;  // from the descriptor, once queried
     unsigned abi_major = 0, abi_minor = 0;
+    std::string details;  // a loaded transport's own account (ABI 1.1 describe), one item per line
 };
 
 /** A loaded and initialised module: owns the dlopen handle and the module context. */
@@ -51,6 +52,8 @@ public:
     /** Valid for transport modules. */
     const afmesh_net_ops &net() const { return *static_cast<const afmesh_net_ops *>(ops_); }
     const afmesh_net_caps &net_caps() const { return caps_; }
+    /** A transport's describe() text (ABI 1.1), or "" when it has none. */
+    std::string describe() const;
 
 private:
     friend Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);

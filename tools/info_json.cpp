@@ -1,4 +1,6 @@
 // `afmesh info --json`: the same report as one JSON object, for scripts.
+#include <algorithm>
+
 #include "info_report.h"
 #include "json_writer.h"
 
@@ -30,6 +32,13 @@ void write_module(JsonWriter &json, const ModuleRecord &m) {
     string_or_null(json, !m.version.empty(), m.version);
     json.key("abi");
     string_or_null(json, m.abi_major != 0, abi_text(m));
+    json.key("details").begin_array();
+    for (size_t start = 0; start < m.details.size();) {
+        size_t end = std::min(m.details.find('\n', start), m.details.size());
+        json.string(m.details.substr(start, end - start));
+        start = end + 1;
+    }
+    json.end_array();
     json.end_object();
 }
 

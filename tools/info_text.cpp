@@ -63,6 +63,7 @@ void write_modules(const InfoReport &report, FILE *out) {
         if (m.abi_major != 0) told.push_back("ABI " + abi_text(m));
         std::string detail = told.empty() ? "" : "  (" + join(told, ", ") + ")";
         fprintf(out, "      %s%s\n", m.path.c_str(), detail.c_str());
+        if (!m.details.empty()) write_indented(out, m.details, "        ");
     }
 }
 

@@ -10,6 +10,7 @@
  *   TM_INIT_STATUS   what init() returns (default AFMESH_HAL_OK)
  *   TM_INIT_REASON   the set_error() reason init() gives when it does not return OK
  *   TM_QUERY_SYMBOL  the name the query function is exported under (default: the right one)
+ *   TM_ABI_1_0       when defined, the transport table has ABI 1.0's size (no describe entry)
  *
  * The operations are minimal but valid: one device / a plausible set of caps,
  * and NOT_SUPPORTED for everything a loader test never calls.
@@ -189,8 +190,22 @@ static int net_poll(void *c, afmesh_net_event *e, int max) {
     return 0;
 }
 
+#ifndef TM_ABI_1_0
+static int net_describe(void *c, char *buf, size_t len) {
+    (void)c;
+    snprintf(buf, len, "test transport '%s'\nsecond line of its account\n", TM_NAME);
+    return AFMESH_HAL_OK;
+}
+#endif
+
 static const afmesh_net_ops kNetOps = {
+#ifdef TM_ABI_1_0
+    /* A module built before ABI 1.1: the core must not read past this size. */
+    .struct_size = offsetof(afmesh_net_ops, describe),
+#else
     .struct_size = sizeof(afmesh_net_ops),
+    .describe = net_describe,
+#endif
     .init = net_init,
     .fini = net_fini,
     .listen = net_listen,
@@ -209,7 +224,11 @@ AFMESH_MODULE_EXPORT int TM_QUERY_SYMBOL(uint32_t host_abi_major, const afmesh_h
                                          afmesh_module_desc *out) {
     g_host = host;
     out->abi_major = TM_ABI_MAJOR;
+#ifdef TM_ABI_1_0
     out->abi_minor = 0;
+#else
+    out->abi_minor = AFMESH_HAL_ABI_MINOR;
+#endif
     if (host_abi_major != TM_ABI_MAJOR) return AFMESH_HAL_UNSUPPORTED_VERSION;
     out->kind = TM_KIND;
     out->name = TM_NAME;

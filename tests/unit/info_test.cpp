@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "afmesh/hal/module.h"
 #include "child_process.h"
 #include "config.h"
 #include "env_block.h"
@@ -193,6 +194,7 @@ TEST(info_command, ShowsTheSelectionWithDevicesAndTransportCaps) {
     EXPECT_TRUE(contains(r.out, "transport  good  (version test-good)")) << r.out;
     EXPECT_TRUE(contains(r.out, "flags: ordered")) << r.out;
     EXPECT_TRUE(contains(r.out, "immediate: 4 B")) << r.out;
+    EXPECT_TRUE(contains(r.out, "        test transport 'good'\n        second line of its account\n")) << r.out;
 }
 
 TEST(info_command, ListsEveryVariableWithValueOriginAndDoc) {
@@ -291,7 +293,17 @@ TEST(info_json, IsValidJsonWithTheDocumentedStructure) {
     const JsonValue *good = find_by_name(modules, "good");
     ASSERT_NE(good, nullptr);
     EXPECT_EQ(member(*good, "status", JsonValue::Type::kString).string, "loaded");
-    EXPECT_EQ(member(*good, "abi", JsonValue::Type::kString).string, "1.0");
+    EXPECT_EQ(member(*good, "abi", JsonValue::Type::kString).string,
+              std::to_string(AFMESH_HAL_ABI_MAJOR) + "." + std::to_string(AFMESH_HAL_ABI_MINOR));
+    for (const JsonValue &m : modules.array) {
+        if (member(m, "kind", JsonValue::Type::kString).string != "transport") continue;
+        const JsonValue &details = member(m, "details", JsonValue::Type::kArray);
+        if (m.find("name")->string == "good") {
+            ASSERT_EQ(details.array.size(), 2u);
+            EXPECT_EQ(details.array[0].string, "test transport 'good'");
+            EXPECT_EQ(details.array[1].string, "second line of its account");
+        }
+    }
 
     const JsonValue &device = member(doc, "device", JsonValue::Type::kObject);
     EXPECT_TRUE(member(device, "selected", JsonValue::Type::kBool).boolean);

@@ -110,6 +110,15 @@ TEST(loader_outcomes, GoodTransportModuleLoadsAndReportsCaps) {
     EXPECT_EQ(caps.imm_bytes, 4u);
     EXPECT_EQ(caps.flags, AFMESH_NET_CAP_ORDERED);
     EXPECT_EQ(caps.mem_kinds, AFMESH_MEM_BIT(AFMESH_MEM_HOST));
+    EXPECT_EQ(p.record.abi_minor, unsigned{AFMESH_HAL_ABI_MINOR});
+    EXPECT_EQ(p.record.details, "test transport 'good'\nsecond line of its account");
+}
+
+TEST(loader_outcomes, TransportBuiltAgainstAbi1_0LoadsWithoutTheNewerEntries) {
+    Probe p = probe("abi10", "libafmesh_net_old.so");
+    ASSERT_TRUE(p.status) << p.status.to_string();
+    EXPECT_EQ(p.record.abi_minor, 0u);
+    EXPECT_EQ(p.record.details, "") << "describe() lies past the table's struct_size and must not be called";
 }
 
 TEST(loader_outcomes, WrongAbiMajorIsUnsupportedVersion) {
@@ -118,7 +127,7 @@ TEST(loader_outcomes, WrongAbiMajorIsUnsupportedVersion) {
     EXPECT_EQ(p.record.state, ModuleState::kError);
     EXPECT_EQ(p.record.abi_major, 99u);
     EXPECT_TRUE(contains(p.record.reason, "unsupported ABI version")) << p.record.reason;
-    EXPECT_TRUE(contains(p.record.reason, "the module 99.0")) << p.record.reason;
+    EXPECT_TRUE(contains(p.record.reason, "the module 99.")) << p.record.reason;
     EXPECT_EQ(p.module, nullptr);
 }
 

@@ -1,6 +1,7 @@
 // The module's C ABI edge: afmesh_module_query and the afmesh_net_ops table.
 // Each entry checks its context, forwards to Context, and keeps C++
 // exceptions (in practice only std::bad_alloc) from crossing into C.
+#include <cstdio>
 #include <exception>
 #include <new>
 
@@ -94,9 +95,21 @@ int tcp_arm(void *ctx) {
     return with_context(ctx, "arm", [&](Context &c) { return c.arm(); });
 }
 
+int tcp_describe(void *ctx, char *buf, size_t len) {
+    if (!ctx || !buf || len == 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "describe: null argument");
+    const char *bind_host = host_config("AFMESH_TCP_BIND");
+    snprintf(buf, len,
+             "listens on %s (AFMESH_TCP_BIND)\n"
+             "writes up to %u B are copied when posted; larger ones go out straight from the registered source\n"
+             "memory kinds: host only\n",
+             bind_host && *bind_host ? bind_host : "127.0.0.1", kMaxInline);
+    return AFMESH_HAL_OK;
+}
+
 const afmesh_net_ops kOps = {
     sizeof(afmesh_net_ops), tcp_init,           tcp_fini,      tcp_listen, tcp_connect, tcp_accept,      tcp_close,
     tcp_mem_register,       tcp_mem_deregister, tcp_write_imm, tcp_send,   tcp_poll,    tcp_get_wait_fd, tcp_arm,
+    tcp_describe,
 };
 
 }  // namespace

@@ -221,6 +221,17 @@ typedef struct afmesh_net_ops {
      * called first (the fi_trywait / ibv_req_notify_cq pattern).
      */
     int (*arm)(void *ctx);
+
+    /* ---- ABI 1.1 ---- */
+
+    /**
+     * Optional: describes what this context found and chose, for `afmesh
+     * info` and the log: e.g. each provider or NIC seen and why it is or is
+     * not used, and the path device memory takes (dma-buf, peer memory,
+     * staging through host memory). Plain text, one item per line, written
+     * NUL-terminated into `buf` and truncated to fit `len`.
+     */
+    int (*describe)(void *ctx, char *buf, size_t len);
 } afmesh_net_ops;
 
 #ifdef __cplusplus

@@ -1,0 +1,141 @@
+"""ctypes mirror of include/afmesh/afmesh.h: structs, constants and prototypes.
+
+(afmesh_respond_vec is not bound: Server.respond_vec answers request by
+request so that, if one fails midway, it knows exactly which were answered.)
+
+The library is loaded with ctypes.CDLL, whose foreign calls release the GIL
+for their whole duration, so a thread blocked in afmesh_wait or
+afmesh_get_batch lets every other Python thread run. (ctypes.PyDLL would keep
+the GIL; it must not be used here.)
+"""
+
+import ctypes as C
+
+from . import _loader
+
+# afmesh_status
+OK = 0
+IN_PROGRESS = 1
+ERR_INTERNAL = -1
+ERR_UNSUPPORTED_VERSION = -2
+ERR_INVALID_ARGUMENT = -3
+ERR_NO_MEMORY = -4
+ERR_NOT_SUPPORTED = -5
+ERR_PEER_FAILED = -6
+ERR_ACCESS = -7
+ERR_TIMEOUT = -8
+ERR_NOT_FOUND = -100
+ERR_CLOSED = -101
+
+# afmesh_role
+ROLE_FROM_CONFIG, ROLE_WORKER, ROLE_SERVER, ROLE_SCHEDULER = 0, 1, 2, 3
+
+# afmesh_mem_kind
+MEM_HOST, MEM_CUDA, MEM_HIP, MEM_ZE = 0, 1, 2, 3
+
+# afmesh_batch_mode
+BATCH_ALL_WORKERS, BATCH_ANY = 0, 1
+
+# afmesh_barrier groups
+BARRIER_WORKERS, BARRIER_SERVERS, BARRIER_ALL = 1, 2, 3
+
+MAX_DIMS = 16
+
+
+class afmesh_dtype(C.Structure):
+    _fields_ = [("code", C.c_uint8), ("bits", C.c_uint8), ("lanes", C.c_uint16)]
+
+
+class afmesh_tensor(C.Structure):
+    _fields_ = [
+        ("data", C.c_void_p),
+        ("bytes", C.c_uint64),
+        ("kind", C.c_int),
+        ("device", C.c_int32),
+        ("dtype", afmesh_dtype),
+        ("ndim", C.c_uint32),
+        ("shape", C.c_int64 * MAX_DIMS),
+    ]
+
+
+class afmesh_config(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_size_t),
+        ("role", C.c_int),
+        ("scheduler", C.c_char_p),
+        ("settings", C.POINTER(C.c_char_p)),
+    ]
+
+
+class afmesh_push(C.Structure):
+    _fields_ = [
+        ("key", C.c_uint64),
+        ("tensor", afmesh_tensor),
+        ("servers", C.POINTER(C.c_int32)),
+        ("num_servers", C.c_uint32),
+    ]
+
+
+class afmesh_pull(C.Structure):
+    _fields_ = [("key", C.c_uint64), ("tensor", afmesh_tensor), ("server", C.c_int32)]
+
+
+class afmesh_trace(C.Structure):
+    _fields_ = [
+        ("server", C.c_int32),
+        ("posted", C.c_uint64),
+        ("arrived", C.c_uint64),
+        ("processed", C.c_uint64),
+        ("responded", C.c_uint64),
+        ("completed", C.c_uint64),
+    ]
+
+
+node_p = C.c_void_p
+request_p = C.c_void_p
+mr_p = C.c_void_p
+handle_t = C.c_uint64
+status_t = C.c_int
+
+_P = C.POINTER
+_PROTOTYPES = {
+    "afmesh_strerror": (C.c_char_p, [status_t]),
+    "afmesh_last_error": (C.c_char_p, []),
+    "afmesh_version": (C.c_char_p, []),
+    "afmesh_node_create": (status_t, [_P(afmesh_config), _P(node_p)]),
+    "afmesh_node_destroy": (status_t, [node_p]),
+    "afmesh_node_info": (status_t, [node_p, _P(C.c_int), _P(C.c_int32), _P(C.c_int32), _P(C.c_int32)]),
+    "afmesh_node_modules": (status_t, [node_p, _P(C.c_char_p), _P(C.c_char_p)]),
+    "afmesh_barrier": (status_t, [node_p, C.c_int, C.c_int]),
+    "afmesh_set_poll_mode": (status_t, [node_p, C.c_char_p]),
+    "afmesh_register_buffer": (status_t, [node_p, C.c_void_p, C.c_uint64, C.c_int, C.c_int, _P(mr_p)]),
+    "afmesh_deregister_buffer": (status_t, [node_p, mr_p]),
+    "afmesh_push_pull": (
+        status_t,
+        [node_p, _P(afmesh_push), C.c_size_t, _P(afmesh_pull), C.c_size_t, _P(handle_t)],
+    ),
+    "afmesh_wait": (status_t, [node_p, handle_t, C.c_int]),
+    "afmesh_test": (status_t, [node_p, handle_t]),
+    "afmesh_pull_bytes": (status_t, [node_p, handle_t, C.c_size_t, _P(C.c_uint64)]),
+    "afmesh_trace_get": (status_t, [node_p, handle_t, _P(afmesh_trace), C.c_size_t, _P(C.c_size_t)]),
+    "afmesh_register_recv_buffer": (
+        status_t,
+        [node_p, C.c_void_p, C.c_uint64, C.c_int, C.c_int, _P(C.c_int32), _P(C.c_uint64), C.c_size_t],
+    ),
+    "afmesh_get_batch": (status_t, [node_p, C.c_int, C.c_int, _P(request_p), C.c_size_t, _P(C.c_size_t)]),
+    "afmesh_request_info": (status_t, [request_p, _P(C.c_int32), _P(C.c_size_t), _P(C.c_size_t)]),
+    "afmesh_request_push": (status_t, [request_p, C.c_size_t, _P(C.c_uint64), _P(afmesh_tensor)]),
+    "afmesh_request_pull": (status_t, [request_p, C.c_size_t, _P(C.c_uint64), _P(afmesh_tensor)]),
+    "afmesh_respond": (status_t, [node_p, request_p, _P(afmesh_tensor), C.c_size_t]),
+}
+
+
+def _bind(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+lib = _bind(_loader.load())

@@ -1,0 +1,221 @@
+"""Cluster membership: the node lifecycle shared by Worker, Server and Scheduler."""
+
+import ctypes as C
+import threading
+import time
+
+from . import _capi, errors
+from .tensor import as_tensor
+
+lib = _capi.lib
+
+# Blocking C calls run in slices of this length so that Ctrl-C (Python runs
+# signal handlers only between calls) and close() from another thread are
+# noticed within it. A completed operation returns at once, whatever the slice.
+_SLICE_MS = 100
+
+
+def _settings_array(settings):
+    """A NULL-terminated char*[] from {"NAME": value} or ["NAME=value", ...] (None: no overrides)."""
+    if not settings:
+        return None
+    items = [f"{k}={v}" for k, v in settings.items()] if hasattr(settings, "items") else list(settings)
+    array = (C.c_char_p * (len(items) + 1))(*(s.encode() for s in items), None)
+    return C.cast(array, C.POINTER(C.c_char_p))
+
+
+def _create(role, scheduler, settings):
+    config = _capi.afmesh_config()
+    config.struct_size = C.sizeof(config)
+    config.role = role
+    config.scheduler = scheduler.encode() if scheduler else None
+    config.settings = _settings_array(settings)
+    node = _capi.node_p()
+    errors.check(lib.afmesh_node_create(C.byref(config), C.byref(node)))
+    return node.value
+
+
+def timeout_ms(timeout):
+    """Seconds (None: forever) as the C API's milliseconds (negative: forever)."""
+    if timeout is None:
+        return -1
+    if timeout < 0:
+        raise ValueError(f"timeout must be None (forever) or >= 0 seconds, not {timeout}")
+    return int(timeout * 1000)
+
+
+class _Live:
+    """The C node pointer, and the calls in flight on it.
+
+    ``with live as ptr:`` brackets every C call; close() refuses new calls,
+    waits for those in flight (blocking ones return within a slice), and only
+    then lets the node be destroyed, so no call ever runs on a freed node.
+    """
+
+    def __init__(self, ptr, what):
+        self._ptr, self._what, self._active = ptr, what, 0
+        self._cond = threading.Condition()
+
+    def __enter__(self):
+        with self._cond:
+            if self._ptr is None:
+                raise errors.closed(self._what)
+            self._active += 1
+            return self._ptr
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._active -= 1
+            if not self._active:
+                self._cond.notify_all()
+
+    @property
+    def closing(self):
+        """True once close() has begun."""
+        return self._ptr is None
+
+    def close(self):
+        """Refuses new calls, waits for running ones, returns the pointer (None if already closed)."""
+        with self._cond:
+            ptr, self._ptr = self._ptr, None
+            self._cond.wait_for(lambda: not self._active)
+            return ptr
+
+
+class _Member:
+    """What every node has: a lifetime, close() and the context-manager protocol."""
+
+    _role_name = "node"
+
+    def __init__(self, role, scheduler, settings):
+        self._live = _Live(_create(role, scheduler, settings), f"this {self._role_name}")
+
+    def close(self):
+        """Leaves the cluster cleanly (waiting a bounded time for the others) and frees the node.
+
+        Safe to call twice. Calls made afterwards raise :class:`afmesh.Closed`.
+        """
+        ptr = self._live.close()
+        if ptr is not None:
+            errors.check(lib.afmesh_node_destroy(ptr))
+
+    @property
+    def closed(self):
+        """True once close() has been called."""
+        return self._live.closing
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _blocking(self, call, timeout, what):
+        """Runs call(ptr, ms) in slices until it does not time out, `timeout` seconds pass, or close() begins.
+
+        Returns the final status; a timeout of the whole wait raises Timeout naming `what`.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout_ms(timeout) / 1000
+        with self._live as ptr:
+            while True:
+                left = _SLICE_MS if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+                status = call(ptr, min(left, _SLICE_MS))
+                if status != _capi.ERR_TIMEOUT:
+                    return status
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise errors.error_for(status, f"{what}: not done within {timeout} s")
+                if self._live.closing:
+                    raise errors.closed(f"this {self._role_name}")
+
+
+class Scheduler(_Member):
+    """The rendezvous point: serves until close(), which waits for every node to stop.
+
+    Example::
+
+        with afmesh.Scheduler("127.0.0.1:29500", {"AFMESH_NUM_WORKERS": 2}):
+            ...  # workers and servers join from other processes
+    """
+
+    _role_name = "scheduler"
+
+    def __init__(self, address=None, settings=None):
+        """Listens on `address` ("host:port"; None: AFMESH_SCHEDULER). `settings` override AFMESH_* variables."""
+        super().__init__(_capi.ROLE_SCHEDULER, address, settings)
+
+
+class Registration:
+    """Memory registered with a node for the fast path; drop it with close() or a `with` block.
+
+    Keeps the registered object alive while registered.
+    """
+
+    def __init__(self, node, tensor, mr):
+        self._node, self.tensor, self._mr = node, tensor, mr
+
+    def close(self):
+        """Deregisters (safe to call twice; a no-op once the node is closed, which freed it)."""
+        mr, self._mr = self._mr, None
+        if mr is None or self._node.closed:
+            return
+        with self._node._live as ptr:
+            errors.check(lib.afmesh_deregister_buffer(ptr, mr))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Node(_Member):
+    """A worker or a server: the common part of :class:`afmesh.Worker` and :class:`afmesh.Server`."""
+
+    _role = _capi.ROLE_FROM_CONFIG
+
+    def __init__(self, scheduler=None, settings=None):
+        """Joins the cluster; returns once every node is connected.
+
+        Args:
+            scheduler: "host:port" of the scheduler (None: AFMESH_SCHEDULER, or
+                DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT).
+            settings: overrides of AFMESH_* variables, as {"AFMESH_RANK": 1} or
+                ["AFMESH_RANK=1"]. Anything not given comes from the environment.
+        """
+        super().__init__(self._role, scheduler, settings)
+        role, rank, workers, servers = C.c_int(), C.c_int32(), C.c_int32(), C.c_int32()
+        device, transport = C.c_char_p(), C.c_char_p()
+        with self._live as ptr:
+            errors.check(lib.afmesh_node_info(ptr, C.byref(role), C.byref(rank), C.byref(workers), C.byref(servers)))
+            errors.check(lib.afmesh_node_modules(ptr, C.byref(device), C.byref(transport)))
+        self.rank, self.num_workers, self.num_servers = rank.value, workers.value, servers.value
+        self.device_module, self.transport_module = device.value.decode(), transport.value.decode()
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{self.device_module}/{self.transport_module}"
+        return (f"afmesh.{type(self).__name__}(rank={self.rank}, workers={self.num_workers}, "
+                f"servers={self.num_servers}, {state})")
+
+    def barrier(self, group="all", timeout=None):
+        """Waits until every node of `group` ('workers', 'servers' or 'all') reaches this barrier."""
+        groups = {"workers": _capi.BARRIER_WORKERS, "servers": _capi.BARRIER_SERVERS, "all": _capi.BARRIER_ALL}
+        if group not in groups:
+            raise ValueError(f"barrier group must be one of {sorted(groups)}, not {group!r}")
+        with self._live as ptr:
+            errors.check(lib.afmesh_barrier(ptr, groups[group], timeout_ms(timeout)))
+
+    def set_poll_mode(self, mode):
+        """How completions are awaited: 'busy' (lowest latency, burns a core), 'adaptive' or 'blocking'."""
+        with self._live as ptr:
+            errors.check(lib.afmesh_set_poll_mode(ptr, mode.encode()))
+
+    def register(self, obj):
+        """Registers `obj`'s memory once, off the hot path; returns a :class:`Registration`.
+
+        Buffers used without registering work too, registered on first use and cached.
+        """
+        t = as_tensor(obj)
+        mr = _capi.mr_p()
+        with self._live as ptr:
+            errors.check(lib.afmesh_register_buffer(ptr, t.ptr, t.nbytes, t.kind, t.device, C.byref(mr)))
+        return Registration(self, t, mr.value)

@@ -1,0 +1,189 @@
+"""The attention side: push activations to servers, pull their results back."""
+
+import ctypes as C
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Optional, Sequence
+
+from . import _capi, errors
+from .node import Node
+from .tensor import Tensor, as_tensor
+
+lib = _capi.lib
+
+
+@dataclass
+class Push:
+    """One tensor to push under `key`: to every server (servers=None) or only to the listed ones."""
+
+    key: int
+    tensor: Any
+    servers: Optional[Sequence[int]] = None
+
+
+@dataclass
+class Pull:
+    """One buffer for `server` to fill, answering under `key`; its size is the most the server may send."""
+
+    key: int
+    tensor: Any
+    server: int = 0
+
+
+class Trace(NamedTuple):
+    """Timestamps (ns, CLOCK_MONOTONIC of the node that took each) of one push-pull at one server."""
+
+    server: int
+    posted: int      # worker: request sent
+    arrived: int     # server: request complete
+    processed: int   # server: handed out by get_batch
+    responded: int   # server: respond() posted
+    completed: int   # worker: response complete
+
+
+def _as_item(item, cls):
+    return item if isinstance(item, cls) else cls(*item)
+
+
+def _trimmed(obj, tensor, nbytes):
+    """The caller's pull buffer `obj` cut to the rows the server wrote: a view, never a copy."""
+    if nbytes == tensor.nbytes or not tensor.shape:
+        return obj
+    row_bytes = tensor.nbytes // tensor.shape[0]
+    rows = -(-nbytes // row_bytes)  # a partly written last row is still returned
+    if isinstance(obj, Tensor):
+        return obj.row_range(0, rows)
+    if any(hasattr(obj, a) for a in ("__dlpack__", "__array_interface__", "__cuda_array_interface__")):
+        return obj[:rows]  # numpy, torch, cupy: basic slicing is a view
+    view = memoryview(obj)  # bytearray, array.array...: slicing those would copy
+    return view[:rows] if view.ndim == 1 else view.cast("B")[:rows * row_bytes]
+
+
+class Handle:
+    """One push-pull in flight. Its buffers must stay untouched until it completes.
+
+    ``wait()`` returns the results: each pull buffer, cut to the rows its
+    server actually wrote (a view of your own buffer).
+    """
+
+    def __init__(self, worker, handle, keepalive, pulls):
+        self.id = handle
+        self._worker = worker
+        self._keepalive = keepalive  # the pushed objects: their memory is being read
+        self._pulls = pulls          # [(caller's object, Tensor)]
+        self._results = None
+        self._error = None
+
+    def __repr__(self):
+        state = "failed" if self._error else "done" if self._results is not None else "in flight"
+        return f"afmesh.Handle({self.id}, {state})"
+
+    @property
+    def done(self):
+        """True once the push-pull has completed or failed (as far as wait() or test() found)."""
+        return self._results is not None or self._error is not None
+
+    def _finish(self, status):
+        """Records the outcome of the C handle (waited, so no longer pending there)."""
+        self._keepalive = None
+        if status != _capi.OK:
+            self._error = errors.error_for(status)
+            raise self._error
+        self._results = [_trimmed(obj, t, self.pull_bytes(i)) for i, (obj, t) in enumerate(self._pulls)]
+        return self._results
+
+    def wait(self, timeout=None):
+        """Waits for completion (`timeout` in seconds; None: forever) and returns the results.
+
+        Raises Timeout (the handle stays valid: wait again), PeerFailed (a
+        server it involved failed; the message names it), or Closed.
+        Waiting again after completion returns the same results (or error).
+        """
+        if self._error:
+            raise self._error
+        if self._results is not None:
+            return self._results
+        status = self._worker._blocking(lambda ptr, ms: lib.afmesh_wait(ptr, self.id, ms), timeout,
+                                        f"push_pull {self.id}")
+        return self._finish(status)
+
+    def test(self):
+        """True if complete (results are then ready), False if still in flight; raises if it failed."""
+        if self._error:
+            raise self._error
+        if self._results is not None:
+            return True
+        with self._worker._live as ptr:
+            status = lib.afmesh_test(ptr, self.id)
+            if status == _capi.IN_PROGRESS:
+                return False
+            if status == _capi.OK:  # complete: retire the C handle so it frees its slot
+                status = lib.afmesh_wait(ptr, self.id, 0)
+        self._finish(status)
+        return True
+
+    @property
+    def results(self):
+        """The results of a completed push-pull (see wait()); raises if it is not complete."""
+        if not self.done:
+            raise errors.error_for(_capi.ERR_INVALID_ARGUMENT, "the push-pull has not completed: wait() first")
+        return self.wait()
+
+    def pull_bytes(self, index):
+        """Bytes the server actually wrote into pull `index` (after completion)."""
+        n = C.c_uint64()
+        with self._worker._live as ptr:
+            errors.check(lib.afmesh_pull_bytes(ptr, self.id, index, C.byref(n)))
+        return n.value
+
+    def trace(self):
+        """Per-server :class:`Trace` timestamps of this push-pull (after completion)."""
+        count = C.c_size_t()
+        capacity = max(self._worker.num_servers, 1)
+        traces = (_capi.afmesh_trace * capacity)()
+        with self._worker._live as ptr:
+            errors.check(lib.afmesh_trace_get(ptr, self.id, traces, capacity, C.byref(count)))
+        return [Trace(t.server, t.posted, t.arrived, t.processed, t.responded, t.completed)
+                for t in traces[:min(count.value, capacity)]]
+
+
+class Worker(Node):
+    """An attention node. Example::
+
+        with afmesh.Worker() as w:              # role, rank, scheduler from AFMESH_*
+            h = w.push_pull(push=[(7, x)], pull=[(8, y, 0)])
+            (y0,) = h.wait()                    # y0 is y, cut to what server 0 wrote
+    """
+
+    _role = _capi.ROLE_WORKER
+    _role_name = "worker"
+
+    def push_pull(self, push=(), pull=()):
+        """Starts a push-pull without blocking; returns its :class:`Handle`.
+
+        Args:
+            push: :class:`Push` items or (key, tensor[, servers]) tuples.
+            pull: :class:`Pull` items or (key, tensor[, server]) tuples; each
+                buffer must be writable and large enough for its answer.
+        """
+        pushes = [_as_item(p, Push) for p in push]
+        pulls = [_as_item(p, Pull) for p in pull]
+        c_push = (_capi.afmesh_push * len(pushes))()
+        c_pull = (_capi.afmesh_pull * len(pulls))()
+        keepalive = []
+        for c, p in zip(c_push, pushes):
+            t = as_tensor(p.tensor)
+            c.key, c.tensor = p.key, t.c_tensor()
+            if p.servers is not None:
+                servers = (C.c_int32 * len(p.servers))(*p.servers)
+                c.servers, c.num_servers = servers, len(p.servers)
+                keepalive.append(servers)
+            keepalive.append(t)
+        described = []
+        for c, p in zip(c_pull, pulls):
+            t = as_tensor(p.tensor, writable=True)
+            c.key, c.tensor, c.server = p.key, t.c_tensor(), p.server
+            described.append((p.tensor, t))
+        handle = _capi.handle_t()
+        with self._live as ptr:
+            errors.check(lib.afmesh_push_pull(ptr, c_push, len(pushes), c_pull, len(pulls), C.byref(handle)))
+        return Handle(self, handle.value, keepalive, described)

@@ -1,0 +1,26 @@
+// The libfabric objects one context shares between its endpoints: the
+// chosen provider, fabric, domain and address vector, and the attributes the
+// data path consults.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace afmesh::fabric {
+
+struct Fabric {
+    fi_info *info = nullptr;  // the chosen provider (owned by the context)
+    fid_fabric *fabric = nullptr;
+    fid_domain *domain = nullptr;
+    fid_av *av = nullptr;
+    uint64_t mr_mode = 0;        // info->domain_attr->mr_mode as granted
+    size_t inject_size = 0;      // tx_attr->inject_size: writes up to this are copied at post
+    size_t tx_depth = 0;         // operations one endpoint keeps in flight
+    bool wait_fd = false;        // CQs are opened with FI_WAIT_FD
+    bool recv_consumes_data = false;  // FI_RX_CQ_DATA: remote CQ data consumes a posted receive
+};
+
+}  // namespace afmesh::fabric

@@ -1,0 +1,138 @@
+#include "provider.h"
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include "afmesh/hal/module.h"
+#include "host.h"
+
+namespace afmesh::fabric {
+namespace {
+
+constexpr uint64_t kCaps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE | FI_SOURCE;
+// Every mode bit whose obligation the module meets: operation contexts are
+// fi_context2-sized, and remote CQ data may consume posted receives.
+constexpr uint64_t kModes = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+// Every registration mode the module handles (see registration.h).
+constexpr int kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+constexpr size_t kMinCqData = 4;
+
+struct InfoDeleter {
+    void operator()(fi_info *info) const { fi_freeinfo(info); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+InfoPtr make_hints(const char *provider, bool hmem) {
+    InfoPtr hints(fi_allocinfo());
+    if (!hints) return hints;
+    hints->caps = kCaps | (hmem ? FI_HMEM : 0);
+    hints->mode = kModes;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = kMrModes | (hmem ? FI_MR_HMEM : 0);
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+    hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    if (provider) hints->fabric_attr->prov_name = strdup(provider);
+    return hints;
+}
+
+bool is_sockets(const fi_info *info) { return strcmp(info->fabric_attr->prov_name, "sockets") == 0; }
+
+// Why `info` (from a survey without capability hints) cannot serve this module, or nullptr.
+const char *unusable_because(const fi_info *info) {
+    if (info->ep_attr->type != FI_EP_RDM) return "no RDM endpoints";
+    if ((info->caps & FI_RMA) == 0 || (info->caps & FI_WRITE) == 0) return "no FI_RMA writes";
+    if ((info->caps & FI_MSG) == 0) return "no FI_MSG messages";
+    if ((info->caps & FI_SOURCE) == 0) return "no FI_SOURCE (cannot tell which peer wrote)";
+    if (info->domain_attr->cq_data_size < kMinCqData) return "less than 4 bytes of remote CQ data";
+    if (info->domain_attr->mr_mode & ~(kMrModes | FI_MR_HMEM | FI_MR_BASIC | FI_MR_SCALABLE))
+        return "requires a registration mode this module does not implement (e.g. FI_MR_RAW)";
+    return nullptr;
+}
+
+// A survey of every RDM provider and domain libfabric offers, with the verdict on each.
+std::string survey(const fi_info *candidates, const fi_info *chosen, const char *requested) {
+    fi_info *all = nullptr;
+    InfoPtr hints(fi_allocinfo());
+    if (hints) hints->ep_attr->type = FI_EP_RDM;
+    std::string out;
+    if (fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &all) != 0 || !all)
+        return "libfabric offers no RDM provider at all\n";
+    InfoPtr owner(all);
+    std::set<std::string> seen;
+    for (const fi_info *info = all; info; info = info->next) {
+        const std::string name = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
+        if (!seen.insert(name).second) continue;
+        bool candidate = false;
+        for (const fi_info *c = candidates; c && !candidate; c = c->next)
+            candidate = strcmp(c->fabric_attr->prov_name, info->fabric_attr->prov_name) == 0 &&
+                        strcmp(c->domain_attr->name, info->domain_attr->name) == 0;
+        std::string verdict;
+        if (chosen && strcmp(chosen->fabric_attr->prov_name, info->fabric_attr->prov_name) == 0 &&
+            strcmp(chosen->domain_attr->name, info->domain_attr->name) == 0)
+            verdict = "chosen";
+        else if (requested && strcmp(requested, info->fabric_attr->prov_name) != 0)
+            verdict = "not used: AFMESH_FABRIC_PROVIDER names another provider";
+        else if (candidate && !requested && is_sockets(info))
+            verdict = "usable, excluded from automatic choice (slow here); name it in AFMESH_FABRIC_PROVIDER to use it";
+        else if (candidate)
+            verdict = "usable, not chosen (an earlier one was)";
+        else if (const char *why = unusable_because(info))
+            verdict = std::string("unusable: ") + why;
+        else
+            verdict = "unusable: does not grant the modes, threading or progress this module asks for";
+        out += "provider " + name + ": " + verdict + "\n";
+    }
+    return out;
+}
+
+}  // namespace
+
+int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
+    const char *requested = host_config("AFMESH_FABRIC_PROVIDER");
+    fi_info *candidates = nullptr;
+    bool with_hmem = hmem.any();
+    for (;;) {
+        InfoPtr hints = make_hints(requested, with_hmem);
+        if (!hints) {
+            why->format("fi_allocinfo failed");
+            return AFMESH_HAL_NO_MEMORY;
+        }
+        const int rc = fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &candidates);
+        if (rc == 0 && candidates) break;
+        candidates = nullptr;
+        if (rc != -FI_ENODATA && rc != 0) host_log(AFMESH_LOG_DEBUG, "fi_getinfo: %s", fi_strerror(-rc));
+        if (!with_hmem) break;
+        with_hmem = false;  // device memory is optional: the engine stages through host memory
+    }
+    InfoPtr owner(candidates);
+    const fi_info *chosen = nullptr;
+    for (const fi_info *info = candidates; info && !chosen; info = info->next)
+        if (!unusable_because(info) && (requested || !is_sockets(info))) chosen = info;
+    out->survey = survey(candidates, chosen, requested);
+    if (!chosen) {
+        if (requested)
+            why->format("libfabric provider '%s' (AFMESH_FABRIC_PROVIDER) is not available with RDM endpoints, "
+                        "FI_MSG, FI_RMA, FI_SOURCE and remote CQ data",
+                        requested);
+        else
+            why->format("no libfabric provider offers RDM endpoints with FI_MSG, FI_RMA, FI_SOURCE and remote CQ "
+                        "data (sockets is never chosen automatically)");
+        return AFMESH_HAL_NOT_PRESENT;
+    }
+    out->info = fi_dupinfo(chosen);
+    if (!out->info) {
+        why->format("fi_dupinfo failed");
+        return AFMESH_HAL_NO_MEMORY;
+    }
+    out->hmem = (out->info->caps & FI_HMEM) != 0;
+    return AFMESH_HAL_OK;
+}
+
+}  // namespace afmesh::fabric

@@ -1,0 +1,33 @@
+// Choosing the libfabric provider: AFMESH_FABRIC_PROVIDER when set, else
+// libfabric's own order filtered to providers this module can drive (RDM
+// endpoints with FI_MSG, FI_RMA, FI_SOURCE and at least 4 bytes of remote CQ
+// data), never `sockets` by itself (its progress thread stalls for
+// milliseconds per operation on small machines). Also produces the survey
+// describe() prints: every RDM provider seen and why it is or is not used.
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <string>
+
+#include "errors.h"
+#include "hmem.h"
+
+namespace afmesh::fabric {
+
+/** The libfabric API version this module is written against. */
+inline constexpr uint32_t kFabricApiVersion = FI_VERSION(1, 17);
+
+struct Selection {
+    fi_info *info = nullptr;  // the chosen provider and domain (owned, fi_freeinfo)
+    bool hmem = false;        // info was granted FI_HMEM
+    std::string survey;       // one line per provider/domain seen
+};
+
+/**
+ * Picks the provider. OK with `out->info` set; NOT_PRESENT (reason in `why`)
+ * when no usable provider exists; ERROR for a broken libfabric.
+ */
+int select_provider(const HmemProbe &hmem, Selection *out, Reason *why);
+
+}  // namespace afmesh::fabric

@@ -1,0 +1,51 @@
+// The fabric module's messages. Every two-sided message starts with a
+// 16-byte header; connections are emulated over connectionless RDM
+// endpoints with a handshake:
+//
+//   client                                  listener
+//     HELLO(src=client id, blob=client addr) ->   inserts the address into its AV,
+//                                                 creates the connection, queues it
+//                                                 for accept() (EV_INCOMING)
+//     <- ACCEPT(dst=client id, src=server id)
+//   EV_CONNECTED
+//     DATA(dst, src, payload) <->                 EV_RECV
+//     BYE(dst, src)            ->                 EV_CONN_ERROR (peer closed)
+//
+// One-sided writes carry no header: the 32-bit immediate travels as remote
+// CQ data and the target attributes it to a connection by its source
+// address (FI_SOURCE) and the endpoint it arrived on.
+//
+// Header (little-endian): magic u32 | version u8 | type u8 | reserved u16 |
+// dst connection id u32 | src connection id u32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "errors.h"
+
+namespace afmesh::fabric {
+
+inline constexpr size_t kHeaderSize = 16;
+/** Every receive buffer holds one message of this size, header included. */
+inline constexpr size_t kMessageBufferSize = 8192;
+/** caps.max_send_size: what a DATA message's payload may hold. */
+inline constexpr uint32_t kMaxSendSize = kMessageBufferSize - kHeaderSize;
+
+enum class MessageType : uint8_t { kHello = 1, kAccept = 2, kData = 3, kBye = 4 };
+
+struct Header {
+    MessageType type = MessageType::kData;
+    uint32_t dst_conn = 0;  // the receiver's connection id (0 in HELLO)
+    uint32_t src_conn = 0;  // the sender's connection id
+};
+
+void encode_header(const Header &header, uint8_t *out);
+
+/**
+ * Validates a received message: length, magic, version, a known type and the
+ * ids the type needs. Fills `header` or says why the message is refused.
+ */
+bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why);
+
+}  // namespace afmesh::fabric

@@ -1,0 +1,21 @@
+// The module's fixed sizes, reported in caps and used to size queues.
+#pragma once
+
+#include <cstdint>
+
+namespace afmesh::ibverbs {
+
+/** Largest send(): one receive buffer. Control and metadata messages only. */
+inline constexpr uint32_t kMaxSendSize = 4096;
+/** Receives posted per QP: caps.recv_depth, the credit the core respects. */
+inline constexpr uint32_t kRecvDepth = 64;
+/** Work requests per send queue. */
+inline constexpr uint32_t kSendDepth = 128;
+/** A signal is forced at least this often so unsignalled requests retire their send-queue slots. */
+inline constexpr uint32_t kSignalInterval = kSendDepth / 4;
+/** Writes and sends up to this size go inline in the work request (requested as max_inline_data). */
+inline constexpr uint32_t kMaxInline = 128;
+/** Bounce buffers shared by a context's sends above kMaxInline. */
+inline constexpr uint32_t kSendSlots = 256;
+
+}  // namespace afmesh::ibverbs
