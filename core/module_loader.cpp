@@ -289,6 +289,7 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
     module->ops_ = desc.ops;
     module->name_ = desc.name;
     module->version_ = record.version;
+    module->abi_minor_ = record.abi_minor;
 
     take_module_error();
     if (record.kind == AFMESH_MODULE_DEVICE) {

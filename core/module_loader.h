@@ -45,6 +45,8 @@ public:
 
     const std::string &name() const { return name_; }
     const std::string &version() const { return version_; }
+    /** The ABI minor the module answered with: what it understands beyond 1.0. */
+    unsigned abi_minor() const { return abi_minor_; }
     afmesh_module_kind kind() const { return kind_; }
     void *ctx() const { return ctx_; }
     /** Valid for device modules. */
@@ -64,6 +66,7 @@ private:
     void *ctx_ = nullptr;
     afmesh_module_kind kind_ = AFMESH_MODULE_DEVICE;
     std::string name_, version_;
+    unsigned abi_minor_ = 0;
     afmesh_net_caps caps_{};
 };
 

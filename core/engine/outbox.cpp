@@ -33,7 +33,7 @@ Status Outbox::write(const void *src, uint64_t bytes, afmesh_net_mr *mr, const a
     e.dst = dst;
     e.offset = offset;
     e.imm = imm;
-    e.flags = flags;
+    e.flags = (flags & ~AFMESH_NET_MORE) | (flags & more_);
     e.cookie = cookie;
     return enqueue_or_post(std::move(e));
 }

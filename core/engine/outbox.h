@@ -14,10 +14,16 @@ namespace afmesh {
 
 class Outbox {
 public:
-    Outbox(const Module &transport, afmesh_net_conn *conn) : transport_(&transport), conn_(conn) {}
+    Outbox(const Module &transport, afmesh_net_conn *conn)
+        : transport_(&transport), conn_(conn), more_(transport.abi_minor() >= 1 ? AFMESH_NET_MORE : 0) {}
 
     afmesh_net_conn *conn() const { return conn_; }
 
+    /**
+     * Writes with an immediate. `flags` may hold AFMESH_NET_SIGNAL and
+     * AFMESH_NET_MORE: callers always end a burst with send(), and MORE is
+     * dropped for modules older than ABI 1.1.
+     */
     Status write(const void *src, uint64_t bytes, afmesh_net_mr *mr, const afmesh_net_rkey &dst, uint64_t offset,
                  uint32_t imm, uint32_t flags, uint64_t cookie);
     /** Sends `message` (the transport copies it; so does the queue when it must wait). */
@@ -43,6 +49,7 @@ private:
 
     const Module *transport_;
     afmesh_net_conn *conn_;
+    const uint32_t more_;  // AFMESH_NET_MORE where the module understands it, else 0
     std::deque<Entry> queue_;
 };
 

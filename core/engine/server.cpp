@@ -344,7 +344,8 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
             Status s = worker->outbox->write(tensors[i].data, tensors[i].bytes, regs[i] ? regs[i]->mr : nullptr,
                                              request->pulls[i].rkey, request->pulls[i].offset,
                                              imm::encode(imm::Direction::kResponse, request->slot, generation),
-                                             last ? AFMESH_NET_SIGNAL : 0, cookie);
+                                             // The RESPONSE below closes the burst.
+                                             AFMESH_NET_MORE | (last ? AFMESH_NET_SIGNAL : 0), cookie);
             if (!s) {
                 const int32_t worker_rank = request->worker;
                 fail_worker(worker_rank, s);

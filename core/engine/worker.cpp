@@ -220,7 +220,8 @@ bool WorkerEngine::advance(uint16_t slot, Part &part) {
         RemoteSlice &slice = server.slices[push.key];
         slice.busy_slot = slot;
         Status s = server.outbox->write(push.tensor.data, push.tensor.bytes, push.mr, slice.advert.rkey,
-                                        slice.advert.offset, imm::encode(imm::Direction::kPush, slot, generation), 0, 0);
+                                        slice.advert.offset, imm::encode(imm::Direction::kPush, slot, generation),
+                                        AFMESH_NET_MORE, 0);  // the request below closes the burst
         if (!s) {
             fail_server(part.server, s);
             return true;

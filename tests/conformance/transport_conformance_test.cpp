@@ -382,6 +382,67 @@ TEST_P(TransportConformance, DeliversEveryImmediateExactlyOnce) {
     EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "unsignalled writes reported completions";
 }
 
+// AFMESH_NET_MORE (ABI 1.1) is a hint: a burst posted with it, closed by a
+// post without it, arrives whole; every write keeps its own bytes and immediate.
+TEST_P(TransportConformance, BurstPostedWithMoreArrivesWhole) {
+    constexpr size_t kWrites = 8, kLarge = 64 << 10;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer src(*a_, kWrites * kLarge, kLocal);
+    RegisteredBuffer dst(*b_, kWrites * kLarge, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && dst.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    memset(dst.data(), 0, dst.size());
+    // Small writes (inline where the module has it) alternate with large zero-copy ones.
+    auto size_of = [](size_t i) { return i % 2 ? kLarge : size_t{8}; };
+    for (size_t i = 0; i < kWrites; ++i) {
+        const int rc = post_retrying(both(), [&] {
+            return write(*a_, link.client, src.data() + i * kLarge, size_of(i), src.mr(), dst.rkey(), i * kLarge,
+                         static_cast<uint32_t>(i), AFMESH_NET_MORE);
+        });
+        ASSERT_EQ(rc, AFMESH_HAL_OK) << "AFMESH_NET_MORE must be accepted (ABI 1.1): " << take_module_error();
+    }
+    const char last[] = "end of burst";
+    ASSERT_EQ(post_retrying(both(), [&] { return ops().send(a_->ctx(), link.client, last, sizeof last, 0, 0); }),
+              AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == kWrites && b_->count(AFMESH_NET_EV_RECV) == 1; },
+        "the burst"));
+    std::vector<int> seen(kWrites, 0);
+    while (auto e = b_->take(AFMESH_NET_EV_IMM))
+        if (e->imm < kWrites) ++seen[e->imm];
+    for (size_t i = 0; i < kWrites; ++i) {
+        EXPECT_EQ(seen[i], 1) << "immediate " << i;
+        EXPECT_TRUE(holds_pattern(dst.data() + i * kLarge, size_of(i), kSourceSeed, i * kLarge,
+                                  "write " + std::to_string(i)));
+    }
+    const auto message = b_->take(AFMESH_NET_EV_RECV);
+    EXPECT_EQ(std::string(message->data.begin(), message->data.end()), std::string(last, sizeof last));
+}
+
+// A write held back by AFMESH_NET_MORE with no post after it still leaves,
+// at the latest during the poster's next poll().
+TEST_P(TransportConformance, WriteHeldByMoreLeavesAtThePostersPoll) {
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer src(*a_, 4096, kLocal);
+    RegisteredBuffer dst(*b_, 4096, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && dst.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    const int rc = post_retrying(both(), [&] {
+        return write(*a_, link.client, src.data(), src.size(), src.mr(), dst.rkey(), 0, 0x40u,
+                     AFMESH_NET_MORE | AFMESH_NET_SIGNAL, 7);
+    });
+    ASSERT_EQ(rc, AFMESH_HAL_OK) << take_module_error();
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == 1 && a_->count(AFMESH_NET_EV_WRITE_DONE) == 1; },
+        "the held write and its completion"));
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 0x40u);
+    EXPECT_EQ(a_->take(AFMESH_NET_EV_WRITE_DONE)->cookie, 7u);
+    EXPECT_TRUE(holds_pattern(dst.data(), dst.size(), kSourceSeed, 0, "the held write's bytes"));
+}
+
 TEST_P(TransportConformance, PollHonoursMax) {
     constexpr int kWrites = 10;
     Link link;

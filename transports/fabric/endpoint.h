@@ -82,8 +82,11 @@ public:
     int wait_fd() const { return wait_fd_; }
     const std::vector<uint8_t> &raw_address() const { return raw_address_; }
 
-    /** Posts `op` or queues it; OK, AGAIN (backlog full) or an error with why. Any thread. */
-    int submit(Outgoing &&op, Reason *why);
+    /**
+     * Posts `op`, or queues it behind earlier ones (setting *queued: poll()
+     * must then drain). OK, AGAIN (backlog full) or an error with why. Any thread.
+     */
+    int submit(Outgoing &&op, bool *queued, Reason *why);
     /** poll(): posts what the backlog holds until the provider pushes back; reports failed posts. */
     void drain(std::vector<std::pair<Connection *, Failure>> *failed);
     /** Whether the backlog holds operations (poll() must come back). */

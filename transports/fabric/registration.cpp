@@ -1,6 +1,7 @@
 #include "registration.h"
 
 #include <rdma/fi_errno.h>
+#include <rdma/fi_endpoint.h>
 #include <sys/uio.h>
 
 #include <memory>

@@ -36,7 +36,9 @@ bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why)
     header->type = static_cast<MessageType>(type);
     header->dst_conn = load_le32(data + 8);
     header->src_conn = load_le32(data + 12);
-    const bool needs_dst = header->type != MessageType::kHello;
+    // BYE may leave dst at 0: a connection closed before ACCEPT arrived
+    // is named by its sender's address and id.
+    const bool needs_dst = header->type == MessageType::kAccept || header->type == MessageType::kData;
     if (header->src_conn == 0 || (needs_dst && header->dst_conn == 0)) {
         why->format("a type %u message without its connection ids", type);
         return false;

@@ -21,7 +21,7 @@ Connection::~Connection() {
 }
 
 int Connection::post(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source,
-                     uint32_t completion, uint64_t cookie) {
+                     uint32_t completion, uint64_t cookie, bool more) {
     std::lock_guard lock(tx_mu_);
     switch (state()) {
     case State::kFailed:
@@ -30,10 +30,17 @@ int Connection::post(const FrameHeader &header, const void *payload, std::shared
     case State::kConnecting:
     case State::kEstablished: break;
     }
-    // With a backlog EPOLLOUT is armed and poll() carries on sending it.
-    const bool backlog = sender_.has_unsent();
+    // With a backlog (the socket was full) EPOLLOUT is armed and poll()
+    // carries on sending it; frames merely held back go out with this one.
+    const bool backlog = sender_.has_unsent() && !holding_;
     const int rc = sender_.queue(header, payload, std::move(source), completion, cookie);
-    if (rc == AFMESH_HAL_OK && !backlog && state() == State::kEstablished) push_locked();
+    if (rc != AFMESH_HAL_OK || backlog || state() != State::kEstablished) return rc;
+    if (!more) {
+        push_locked();
+    } else if (!holding_) {
+        holding_ = true;
+        context_.queue_harvest(this);  // poll() sends the burst if its last post never comes
+    }
     return rc;
 }
 
@@ -66,7 +73,9 @@ void Connection::on_writable(EventSink &sink) {
 
 bool Connection::harvest(EventSink &sink) {
     std::lock_guard lock(tx_mu_);
-    return state() == State::kEstablished && sender_.retire(&sink, handle());
+    if (state() != State::kEstablished) return false;
+    if (holding_) push_locked();
+    return sender_.retire(&sink, handle());
 }
 
 void Connection::close() {
@@ -81,6 +90,7 @@ void Connection::close() {
 // Sends what the socket takes, keeps EPOLLOUT armed exactly while bytes
 // wait, and retires what was sent.
 void Connection::push_locked() {
+    holding_ = false;
     Failure failure;
     switch (sender_.flush(fd_, &failure)) {
     case FrameSender::Flush::kFailed: fail_locked(failure); return;

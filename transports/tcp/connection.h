@@ -42,9 +42,13 @@ public:
 
     // --- any thread ---
 
-    /** Queues a frame and sends what the socket takes; see FrameSender::queue. */
+    /**
+     * Queues a frame and sends what the socket takes; see FrameSender::queue.
+     * With `more` (AFMESH_NET_MORE) the frame waits for the next post, so a
+     * burst leaves in one gathered send; poll() sends it if none follows.
+     */
     int post(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source, uint32_t completion,
-             uint64_t cookie);
+             uint64_t cookie, bool more);
     /** Fails the connection (first failure wins) and queues its EV_CONN_ERROR. */
     void fail(const Failure &failure);
 
@@ -54,7 +58,10 @@ public:
     void watch();
     /** The socket is writable: a connect finished, or queued bytes can go. */
     void on_writable(EventSink &sink);
-    /** Reports signalled completions; true when some did not fit in `sink`. */
+    /**
+     * Sends frames held back by `more` that no post followed, then reports
+     * signalled completions; true when some did not fit in `sink`.
+     */
     bool harvest(EventSink &sink);
     /** Set once the connection failed; stable from then on. */
     const Failure &failure() const { return failure_; }
@@ -79,6 +86,7 @@ private:
     std::mutex tx_mu_;
     uint32_t interest_ = 0;  // epoll events watched; 0 while outside the epoll set
     FrameSender sender_;
+    bool holding_ = false;  // unsent frames are held back for the next post, not blocked by the socket
     Failure failure_;
 
     FrameReceiver receiver_;

@@ -250,7 +250,7 @@ int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afm
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
     if (!conn || !dst || (bytes > 0 && !src))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
-    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+    if ((flags & ~kPostFlags) != 0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
     if (dst_offset > UINT64_MAX - bytes)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
@@ -277,12 +277,13 @@ int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afm
     header.offset = dst_offset;
     header.length = bytes;
     return Connection::from(conn)->post(header, src, std::move(source),
-                                        (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0, cookie);
+                                        (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0, cookie,
+                                        (flags & AFMESH_NET_MORE) != 0);
 }
 
 int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
     if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
-    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+    if ((flags & ~kPostFlags) != 0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
     if (len > kMaxSendSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
@@ -291,7 +292,7 @@ int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t f
     header.type = FrameType::kSend;
     header.length = len;
     return Connection::from(conn)->post(header, buf, nullptr, (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_SEND_DONE : 0,
-                                        cookie);
+                                        cookie, (flags & AFMESH_NET_MORE) != 0);
 }
 
 int Context::poll(afmesh_net_event *events, int max) {

@@ -26,6 +26,7 @@ StepMesh's ``fserver`` API is in :mod:`afmesh.fserver`.
 """
 
 from . import _loader, dtypes
+from ._version import __version__
 from ._capi import MEM_CUDA, MEM_HIP, MEM_HOST, MEM_ZE, lib as _lib
 from .dtypes import DType
 from .errors import AccessDenied, Closed, Error, InvalidArgument, NotFound, PeerFailed, Timeout
@@ -37,7 +38,7 @@ from .worker import Handle, Pull, Push, Trace, Worker
 __all__ = [
     "AccessDenied", "Closed", "DType", "Error", "Handle", "InvalidArgument", "MEM_CUDA", "MEM_HIP", "MEM_HOST",
     "MEM_ZE", "NotFound", "PeerFailed", "Pull", "PullSlot", "Push", "Registration", "Request", "Scheduler", "Server",
-    "Tensor", "Timeout", "Trace", "Worker", "as_tensor", "dtypes", "library_path", "version",
+    "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes", "library_path", "version",
 ]
 
 

@@ -89,6 +89,16 @@ typedef struct afmesh_net_caps {
 /** write_imm / send flags. */
 /** Report an EV_WRITE_DONE / EV_SEND_DONE carrying the cookie when the source may be reused. */
 #define AFMESH_NET_SIGNAL 0x1u
+/**
+ * (ABI 1.1) More operations on this connection follow at once: the module may
+ * hold this one back and post it together with them (one gathered send for
+ * tcp, a chain of work requests rung with one doorbell for verbs, FI_MORE for
+ * libfabric). A hint only: whatever is held goes out with the next operation
+ * posted without MORE on the connection, or at the latest during the next
+ * poll(). Modules built against ABI 1.0 reject it; the core sets it only for
+ * modules that answered with minor >= 1.
+ */
+#define AFMESH_NET_MORE 0x2u
 
 typedef enum afmesh_net_event_type {
     /** A signalled write_imm's source buffer may be reused. cookie is set. */

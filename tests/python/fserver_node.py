@@ -1,0 +1,142 @@
+"""One process of an afmesh.fserver cluster, configured by DMLC_* like a StepMesh node.
+
+    fserver_node.py stepmesh [--torch]   StepMesh's fserver/test_fserver.py, ported
+    fserver_node.py respond_vec          workers send different row counts; each must get its own rows back
+    fserver_node.py full                 registered receive buffers, barriers, several servers, traces, misuse
+
+Exits 0 when every check held; an assertion or afmesh error exits non-zero with the reason.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+import afmesh
+import afmesh.fserver as f
+
+ROLE = os.environ["DMLC_ROLE"]
+ITERATIONS = 10
+
+
+def xp_for(use_torch):
+    """(make [rows, cols] float32 tensor from numpy, to numpy) for torch or numpy tensors."""
+    if use_torch:
+        import torch
+
+        return (lambda a: torch.from_numpy(np.ascontiguousarray(a, np.float32))), (lambda t: t.numpy())
+    return (lambda a: np.ascontiguousarray(a, np.float32)), np.asarray
+
+
+def stepmesh(use_torch):
+    """test_fserver.py: 3 pushes of [1, 8192] float32, 1 pull; the server answers their sum."""
+    make, to_np = xp_for(use_torch)
+    f.init()
+    if ROLE == "worker":
+        for i in range(ITERATIONS):
+            push = [make(np.random.default_rng(i * 3 + k).standard_normal((1, 8192))) for k in range(3)]
+            pull = [make(np.zeros((1, 8192)))]
+            handle = f.push_pull(push, [0, 1, 2], pull, [3])
+            f.wait(handle)
+            assert np.allclose(sum(to_np(p) for p in push), to_np(pull[0])), f"iteration {i}: wrong sum"
+        print(f"worker: {ITERATIONS} sums correct")
+    elif ROLE == "server":
+        for _ in range(ITERATIONS):
+            for handler, tensors, keys in f.get_batch():
+                assert keys == [0, 1, 2], keys
+                if use_torch:
+                    import torch
+
+                    assert all(isinstance(t, torch.Tensor) for t in tensors), "torch programs get torch tensors"
+                f.respond([sum(tensors[1:], tensors[0])], handler)
+    f.stop()
+
+
+def respond_vec():
+    """Worker w sends w + 1 rows of value w; the server answers all with one respond_vec of 10 * x."""
+    f.init()
+    if ROLE == "worker":
+        rank = int(os.environ["DMLC_NODE_RANK"])
+        for i in range(ITERATIONS):
+            x = np.full((rank + 1, 16), rank + i, np.float32)
+            y = np.full((8, 16), -1, np.float32)
+            f.wait(f.push_pull([x], [0], [y], [1]))
+            assert (y[:rank + 1] == 10 * x).all(), f"worker {rank} got another worker's rows: {y[:, 0]}"
+            assert (y[rank + 1:] == -1).all(), "rows past the answer were written"
+        print(f"worker {rank}: own rows every time")
+    elif ROLE == "server":
+        for _ in range(ITERATIONS):
+            batch = f.get_batch()
+            handlers = [h for h, _, _ in batch]
+            tensors = [t[0] for _, t, _ in batch]
+            f.respond_vec(np.concatenate([10 * t for t in tensors]), tensors, handlers)
+    f.stop()
+
+
+def expect_error(kind, call):
+    try:
+        call()
+    except kind as e:
+        return e
+    raise AssertionError(f"{call} did not raise {kind.__name__}")
+
+
+def full():
+    """2 x 2: registered receive slices, server-major pulls, barrier, traces, and calls in the wrong role."""
+    if ROLE == "scheduler":
+        f.init()
+        f.stop()
+        return
+    expect_error(afmesh.Closed, lambda: f.barrier(True, True))  # before init
+    f.init()
+    expect_error(afmesh.InvalidArgument, f.init)  # twice
+    workers, servers = int(os.environ["DMLC_NUM_WORKER"]), int(os.environ["DMLC_NUM_SERVER"])
+    if ROLE == "server":
+        rank = int(os.environ["DMLC_NODE_RANK"])
+        expect_error(afmesh.InvalidArgument, lambda: f.push_pull([], [], [], []))
+        recv = np.zeros((workers, 4, 32), np.float32)  # one slice per worker for key 5
+        f.register_recv_buffer(recv, list(range(workers)), [5] * workers)
+        f.barrier(True, True)
+        for _ in range(ITERATIONS):
+            batch = f.get_batch()
+            assert [keys for _, _, keys in batch] == [[5]] * workers
+            for w, (handler, (x,), _) in enumerate(batch):
+                assert np.shares_memory(x, recv[w]), "pushes land in the registered slice of their worker"
+                f.respond([x + 100 * (rank + 1)], handler)
+        expect_error(afmesh.NotFound, lambda: f.respond([recv[0]], 12345))
+    else:
+        rank = int(os.environ["DMLC_NODE_RANK"])
+        expect_error(afmesh.InvalidArgument, f.get_batch)
+        f.barrier(True, True)  # the servers' receive buffers exist now
+        x = np.zeros((4, 32), np.float32)
+        for i in range(ITERATIONS):
+            x[:] = rank * 1000 + i
+            pulls = [np.zeros((4, 32), np.float32) for _ in range(servers)]  # server-major, one per server
+            before = f.get_nanosecond()
+            handle = f.push_pull([x], [5], pulls, [6] * servers)
+            f.wait(handle)
+            after = f.get_nanosecond()
+            for s, y in enumerate(pulls):
+                assert (y == x + 100 * (s + 1)).all(), f"pull {s} was not filled by server {s}"
+            assert f.get_all_handlers(handle) == [handle]
+            trace = f.fetch_trace(handle)
+            assert len(trace) == 8
+            req_start, req_send, _, _, _, _, rsp_recv, rsp_process = trace
+            assert before <= req_start <= req_send <= rsp_recv <= rsp_process <= after, trace
+        expect_error(afmesh.NotFound, lambda: f.wait(987654321))
+        print(f"worker {rank}: {ITERATIONS} rounds from {servers} servers, traces in order")
+    f.barrier(True, True)
+    f.stop()
+    expect_error(afmesh.Closed, lambda: f.barrier(True, True))  # after stop
+
+
+if __name__ == "__main__":
+    scenario = sys.argv[1]
+    if scenario == "stepmesh":
+        stepmesh("--torch" in sys.argv)
+    elif scenario == "respond_vec":
+        respond_vec()
+    elif scenario == "full":
+        full()
+    else:
+        sys.exit(f"unknown scenario {scenario}")

@@ -1,0 +1,64 @@
+"""afmesh.fserver: StepMesh's fserver_lib API, driven as StepMesh programs drive it.
+
+Each cluster test starts a scheduler, servers and workers as separate
+processes configured only by DMLC_* variables (see fserver_node.py).
+"""
+
+import importlib.util
+
+import pytest
+
+import afmesh
+import afmesh.fserver as fserver
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def test_stepmesh_test_fserver_scenario(run_fserver):
+    out = run_fserver("stepmesh")
+    assert "sums correct" in out["worker 0"]
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (python3-torch)")
+def test_stepmesh_test_fserver_scenario_with_torch_tensors(run_fserver):
+    out = run_fserver("stepmesh", 1, 1, "--torch")
+    assert "sums correct" in out["worker 0"]
+
+
+def test_respond_vec_gives_each_worker_its_own_rows(run_fserver):
+    """StepMesh slices every request from row 0; afmesh gives request i the i-th group of rows."""
+    out = run_fserver("respond_vec", 3, 1)
+    assert all("own rows" in out[f"worker {w}"] for w in range(3))
+
+
+def test_registered_buffers_barriers_traces_and_misuse_with_two_servers(run_fserver):
+    out = run_fserver("full", 2, 2)
+    assert all("traces in order" in out[f"worker {w}"] for w in range(2))
+
+
+def test_calls_before_init_say_so():
+    for call in (lambda: fserver.push_pull([], [], [], []), fserver.get_batch, fserver.stop and fserver.get_batch):
+        with pytest.raises(afmesh.Closed, match="init"):
+            call()
+    fserver.stop()  # stopping what never started is harmless
+
+
+@pytest.mark.parametrize("role, reason", [("joint", "joint role is not supported"), ("", "must be worker")])
+def test_init_refuses_roles_it_cannot_play(monkeypatch, role, reason):
+    monkeypatch.delenv("AFMESH_ROLE", raising=False)
+    monkeypatch.setenv("DMLC_ROLE", role)
+    with pytest.raises(afmesh.InvalidArgument, match=reason):
+        fserver.init()
+
+
+def test_get_nanosecond_is_the_trace_clock():
+    import time
+
+    before = time.monotonic_ns()
+    now = fserver.get_nanosecond()
+    assert before <= now <= time.monotonic_ns()
+
+
+def test_unknown_handles_are_not_found():
+    with pytest.raises(afmesh.NotFound):
+        fserver.get_all_handlers(424242)

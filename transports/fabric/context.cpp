@@ -1,0 +1,507 @@
+#include "context.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+
+#include "address.h"
+#include "host.h"
+#include "monotonic.h"
+#include "wire.h"
+
+namespace afmesh::fabric {
+namespace {
+
+constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
+static_assert(std::size(kMemKindNames) == AFMESH_MEM_KIND_COUNT);
+constexpr size_t kMaxTxDepth = 1024;
+constexpr uint64_t kDefaultHandshakeMs = 30000;
+
+// The mr_mode bits granted, by name, for describe().
+std::string mr_mode_names(uint64_t mode) {
+    static constexpr std::pair<uint64_t, const char *> kNames[] = {
+        {FI_MR_LOCAL, "FI_MR_LOCAL"},       {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"},
+        {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"}, {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
+        {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"}, {FI_MR_HMEM, "FI_MR_HMEM"},
+    };
+    std::string out;
+    for (const auto &[bit, name] : kNames)
+        if (mode & bit) out += std::string(out.empty() ? "" : "|") + name;
+    return out.empty() ? "none required" : out;
+}
+
+}  // namespace
+
+int Context::create(afmesh_net_caps *caps, Context **out) {
+    if (caps->struct_size < sizeof(afmesh_net_caps))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: caps.struct_size %" PRIu32 " is below ABI 1.0's %zu",
+                          caps->struct_size, sizeof(afmesh_net_caps));
+    std::unique_ptr<Context> context(new Context());
+    Reason why;
+    context->hmem_ = HmemProbe::run();
+    int rc = select_provider(context->hmem_, &context->selection_, &why);
+    if (rc != AFMESH_HAL_OK) return host_error(rc, "%s", why.text);
+    if ((rc = context->open_fabric(caps, &why)) != AFMESH_HAL_OK) return host_error(rc, "init: %s", why.text);
+    host_log(AFMESH_LOG_INFO, "provider %s, domain %s", context->fabric_.info->fabric_attr->prov_name,
+             context->fabric_.info->domain_attr->name);
+    *out = context.release();
+    return AFMESH_HAL_OK;
+}
+
+int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
+    fi_info *info = selection_.info;
+    fabric_.info = info;
+    int rc = fi_fabric(info->fabric_attr, &fabric_.fabric, nullptr);
+    if (rc != 0) {
+        fabric_.fabric = nullptr;
+        why->format("fi_fabric(%s): %s", info->fabric_attr->prov_name, fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
+    }
+    if ((rc = fi_domain(fabric_.fabric, info, &fabric_.domain, nullptr)) != 0) {
+        fabric_.domain = nullptr;
+        why->format("fi_domain(%s): %s", info->domain_attr->name, fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
+    }
+    fi_av_attr av_attr{};
+    av_attr.type = info->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info->domain_attr->av_type;
+    if ((rc = fi_av_open(fabric_.domain, &av_attr, &fabric_.av, nullptr)) != 0) {
+        fabric_.av = nullptr;
+        why->format("fi_av_open: %s", fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
+    }
+    fabric_.mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
+    fabric_.inject_size = info->tx_attr->inject_size;
+    fabric_.tx_depth = std::clamp<size_t>(info->tx_attr->size, 16, kMaxTxDepth);
+    fabric_.recv_consumes_data = (info->mode & FI_RX_CQ_DATA) != 0;
+    registrar_ = std::make_unique<Registrar>(fabric_);
+    const char *timeout = host_config("AFMESH_CONNECT_TIMEOUT_MS");
+    handshake_ns_ = (timeout ? strtoull(timeout, nullptr, 10) : kDefaultHandshakeMs) * 1'000'000;
+    if ((rc = open_wait_set(why)) != AFMESH_HAL_OK) return rc;
+
+    caps->flags = fabric_.wait_fd ? AFMESH_NET_CAP_WAIT_FD : 0;  // RDM: no ordering promised between operations
+    caps->imm_bytes = sizeof(uint32_t);  // never more, whatever cq_data_size says
+    caps->max_inline = static_cast<uint32_t>(std::min<size_t>(fabric_.inject_size, kMaxSendSize));
+    caps->mem_kinds = AFMESH_MEM_BIT(AFMESH_MEM_HOST) | (selection_.hmem ? hmem_.device_kinds() : 0);
+    caps->max_send_size = kMaxSendSize;
+    caps->recv_depth = 64;
+    caps->max_addr_size = kMaxAddressBlob;
+    caps->max_write_size = info->ep_attr->max_msg_size;
+    return AFMESH_HAL_OK;
+}
+
+// Whether CQs can have wait fds here (tcp;ofi_rxm: yes; shm: no): probed
+// with a throw-away CQ, since fi_info does not say.
+int Context::open_wait_set(Reason *why) {
+    fi_cq_attr attr{};
+    attr.format = FI_CQ_FORMAT_DATA;
+    attr.wait_obj = FI_WAIT_FD;
+    fid_cq *probe = nullptr;
+    int fd = -1;
+    if (fi_cq_open(fabric_.domain, &attr, &probe, nullptr) == 0) {
+        fabric_.wait_fd = fi_control(&probe->fid, FI_GETWAIT, &fd) == 0 && fd >= 0;
+        fi_close(&probe->fid);
+    }
+    if (!fabric_.wait_fd) return AFMESH_HAL_OK;
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0 || timer_fd_ < 0) {
+        why->format("creating the wait set: %s", strerror(errno));
+        return AFMESH_HAL_ERROR;
+    }
+    for (int watched : {wake_fd_, timer_fd_}) {
+        epoll_event watch{};
+        watch.events = EPOLLIN;
+        if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, watched, &watch) != 0) {
+            why->format("epoll_ctl: %s", strerror(errno));
+            return AFMESH_HAL_ERROR;
+        }
+    }
+    return AFMESH_HAL_OK;
+}
+
+Context::~Context() {
+    endpoints_.clear();  // closes every endpoint before the regions and domain they use
+    for (auto &[id, conn] : connections_) delete conn;
+    for (Connection *conn : closed_) delete conn;
+    registrar_.reset();
+    if (fabric_.av) fi_close(&fabric_.av->fid);
+    if (fabric_.domain) fi_close(&fabric_.domain->fid);
+    if (fabric_.fabric) fi_close(&fabric_.fabric->fid);
+    if (selection_.info) fi_freeinfo(selection_.info);
+    for (int fd : {epoll_fd_, wake_fd_, timer_fd_})
+        if (fd >= 0) ::close(fd);
+}
+
+int Context::add_endpoint(Endpoint **out, Reason *why) {
+    std::unique_ptr<Endpoint> endpoint;
+    if (int rc = Endpoint::open(fabric_, *registrar_, &endpoint, why); rc != AFMESH_HAL_OK) return rc;
+    if (epoll_fd_ >= 0) {
+        epoll_event watch{};
+        watch.events = EPOLLIN;
+        if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, endpoint->wait_fd(), &watch) != 0) {
+            why->format("epoll_ctl: %s", strerror(errno));
+            return AFMESH_HAL_ERROR;
+        }
+    }
+    endpoints_.push_back(std::move(endpoint));
+    *out = endpoints_.back().get();
+    return AFMESH_HAL_OK;
+}
+
+int Context::listen(void *addr, size_t *addr_len) {
+    if (!addr || !addr_len) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: null address buffer");
+    std::lock_guard lock(mu_);
+    if (listening_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
+    Reason why;
+    Endpoint *primary = endpoints_.empty() ? nullptr : endpoints_.front().get();
+    if (!primary)
+        if (int rc = add_endpoint(&primary, &why); rc != AFMESH_HAL_OK) return host_error(rc, "listen: %s", why.text);
+    std::vector<uint8_t> blob;
+    if (!encode_address(fabric_.info->addr_format, primary->raw_address(), &blob))
+        return host_error(AFMESH_HAL_ERROR, "listen: the provider's address (%zu bytes) does not fit a blob",
+                          primary->raw_address().size());
+    if (*addr_len < blob.size())
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs %zu bytes, the buffer has %zu",
+                          blob.size(), *addr_len);
+    memcpy(addr, blob.data(), blob.size());
+    *addr_len = blob.size();
+    listening_ = true;
+    return AFMESH_HAL_OK;
+}
+
+int Context::insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why) {
+    if (auto it = addresses_.find(raw); it != addresses_.end()) {
+        *out = it->second;
+        return AFMESH_HAL_OK;
+    }
+    fi_addr_t inserted = FI_ADDR_NOTAVAIL;
+    const int rc = fi_av_insert(fabric_.av, raw.data(), 1, &inserted, 0, nullptr);
+    if (rc != 1) {
+        why->format("fi_av_insert: %s", rc < 0 ? fi_strerror(-rc) : "the provider refused the address");
+        return AFMESH_HAL_INVALID_ARGUMENT;
+    }
+    addresses_.emplace(raw, inserted);
+    *out = inserted;
+    return AFMESH_HAL_OK;
+}
+
+// A connection must be the only one between its two endpoints, or a remote
+// write could not be attributed; and never the same endpoint at both ends.
+int Context::endpoint_for(const std::vector<uint8_t> &target_raw, fi_addr_t target, Endpoint **out, Reason *why) {
+    if (endpoints_.empty())
+        if (int rc = add_endpoint(out, why); rc != AFMESH_HAL_OK) return rc;
+    for (auto &endpoint : endpoints_)
+        if (endpoint->raw_address() != target_raw && !endpoint->dialled.count(target) &&
+            !endpoint->by_peer.count(target)) {
+            *out = endpoint.get();
+            return AFMESH_HAL_OK;
+        }
+    if (fabric_.mr_mode & FI_MR_ENDPOINT) {
+        why->format("provider %s binds registrations to one endpoint (FI_MR_ENDPOINT), so this context has one and "
+                    "it already has a connection to that peer (or is that peer)",
+                    fabric_.info->fabric_attr->prov_name);
+        return AFMESH_HAL_NOT_SUPPORTED;
+    }
+    return add_endpoint(out, why);
+}
+
+Connection *Context::new_connection(Endpoint *endpoint, fi_addr_t peer) {
+    while (next_id_ == 0 || connections_.count(next_id_)) ++next_id_;
+    auto *conn = new Connection(endpoint, peer, next_id_++);
+    connections_.emplace(conn->id, conn);
+    endpoint->by_peer[peer] = conn;
+    return conn;
+}
+
+int Context::send_control(Connection *conn, Endpoint *endpoint, fi_addr_t dest, const Header &header,
+                          const std::vector<uint8_t> &payload, Reason *why) {
+    Outgoing op;
+    op.conn = conn;
+    op.dest = dest;
+    op.copy.resize(kHeaderSize + payload.size());
+    encode_header(header, op.copy.data());
+    if (!payload.empty()) memcpy(op.copy.data() + kHeaderSize, payload.data(), payload.size());
+    bool queued = false;
+    return endpoint->submit(std::move(op), &queued, why);
+}
+
+int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
+    if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: null connection pointer");
+    Reason why;
+    std::vector<uint8_t> raw;
+    if (!decode_address(addr, addr_len, fabric_.info->addr_format, &raw, &why))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: %s", why.text);
+    std::lock_guard lock(mu_);
+    fi_addr_t target;
+    Endpoint *endpoint = nullptr;
+    if (int rc = insert_address(raw, &target, &why); rc != AFMESH_HAL_OK)
+        return host_error(rc, "connect: %s", why.text);
+    if (int rc = endpoint_for(raw, target, &endpoint, &why); rc != AFMESH_HAL_OK)
+        return host_error(rc, "connect: %s", why.text);
+    Connection *conn = new_connection(endpoint, target);
+    endpoint->dialled.insert(target);
+    conn->deadline_ns = monotonic_ns() + handshake_ns_;
+    connecting_.push_back(conn);
+    std::vector<uint8_t> own;
+    encode_address(fabric_.info->addr_format, endpoint->raw_address(), &own);
+    const int rc = send_control(conn, endpoint, target, {MessageType::kHello, 0, conn->id}, own, &why);
+    if (rc != AFMESH_HAL_OK) fail(conn, rc == AFMESH_HAL_AGAIN ? AFMESH_HAL_NO_MEMORY : rc, why.text);
+    *out = conn->handle();
+    return AFMESH_HAL_OK;
+}
+
+int Context::accept(afmesh_net_conn **out) {
+    if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
+    std::lock_guard lock(mu_);
+    if (!listening_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
+    if (incoming_.empty()) return AFMESH_HAL_AGAIN;
+    Connection *conn = incoming_.front();
+    incoming_.pop_front();
+    if (incoming_.empty()) incoming_announced_ = false;
+    conn->state.store(Connection::State::kEstablished, std::memory_order_release);
+    // What arrived before the caller knew the connection is reported now.
+    for (HeldEvent &held : conn->held) {
+        Pending p;
+        p.event = held.event;
+        p.owned = std::move(held.data);
+        pending_.push_back(std::move(p));
+    }
+    conn->held.clear();
+    *out = conn->handle();
+    return AFMESH_HAL_OK;
+}
+
+int Context::close(afmesh_net_conn *handle) {
+    Connection *conn = Connection::from(handle);
+    std::lock_guard lock(mu_);
+    auto it = handle ? connections_.find(conn->id) : connections_.end();
+    if (it == connections_.end() || it->second != conn)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
+    connections_.erase(it);
+    const Connection::State before = conn->state.exchange(Connection::State::kClosed);
+    Endpoint *endpoint = conn->endpoint;
+    if (auto peer = endpoint->by_peer.find(conn->peer); peer != endpoint->by_peer.end() && peer->second == conn)
+        endpoint->by_peer.erase(peer);
+    std::erase(connecting_, conn);
+    std::erase(incoming_, conn);
+    endpoint->drop_backlog_of(conn);
+    purge_events_of(conn);
+    {
+        std::lock_guard lists(lists_mu_);
+        std::erase_if(poster_failures_, [&](const auto &f) { return f.first == conn; });
+    }
+    if (before != Connection::State::kFailed) {
+        // Best effort: the peer learns of the close at once instead of on its next failed operation.
+        Reason why;
+        if (send_control(nullptr, endpoint, conn->peer, {MessageType::kBye, conn->remote_id, conn->id}, {}, &why) !=
+            AFMESH_HAL_OK)
+            host_log(AFMESH_LOG_DEBUG, "close: the goodbye was not sent: %s", why.text);
+    }
+    closed_.push_back(conn);
+    return AFMESH_HAL_OK;
+}
+
+int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
+                          afmesh_net_rkey *rkey) {
+    if (!ptr || !mem || !mr || !rkey)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: null pointer argument");
+    if (mem->struct_size < sizeof(afmesh_net_mem))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "mem_register: mem.struct_size %" PRIu32 " is below ABI 1.0's %zu", mem->struct_size,
+                          sizeof(afmesh_net_mem));
+    constexpr uint32_t kKnownAccess = AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE;
+    if (access == 0 || (access & ~kKnownAccess) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "mem_register: access 0x%" PRIx32 " is not a set of AFMESH_NET_ACCESS_* bits", access);
+    if (mem->kind >= 32 || !(AFMESH_MEM_BIT(mem->kind) & (AFMESH_MEM_BIT(AFMESH_MEM_HOST) |
+                                                          (selection_.hmem ? hmem_.device_kinds() : 0))))
+        return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                          "mem_register: provider %s registers host memory only here, not %s memory (stage it "
+                          "through pinned host memory; see `afmesh info`)",
+                          fabric_.info->fabric_attr->prov_name,
+                          mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
+    fid_ep *bind_to = nullptr;
+    if (fabric_.mr_mode & FI_MR_ENDPOINT) {
+        // User regions live on the primary endpoint, which must exist first.
+        std::lock_guard lock(mu_);
+        Reason why;
+        Endpoint *primary = endpoints_.empty() ? nullptr : endpoints_.front().get();
+        if (!primary)
+            if (int rc = add_endpoint(&primary, &why); rc != AFMESH_HAL_OK)
+                return host_error(rc, "mem_register: %s", why.text);
+        bind_to = primary->ep();
+    }
+    Reason why;
+    Registration *region = nullptr;
+    const int rc = registrar_->add(ptr, bytes, *mem, access, bind_to, &region, rkey, &why);
+    if (rc != AFMESH_HAL_OK) return host_error(rc, "mem_register: %s", why.text);
+    *mr = reinterpret_cast<afmesh_net_mr *>(region);
+    return AFMESH_HAL_OK;
+}
+
+int Context::mem_deregister(afmesh_net_mr *mr) {
+    if (!mr || !registrar_->remove(reinterpret_cast<Registration *>(mr)))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_deregister: not a registration of this context");
+    return AFMESH_HAL_OK;
+}
+
+// The state check shared by write_imm and send: OK for an established connection.
+static int usable(const Connection *conn, const char *what) {
+    switch (conn->state.load(std::memory_order_acquire)) {
+    case Connection::State::kEstablished: return AFMESH_HAL_OK;
+    case Connection::State::kFailed:
+        return host_error(AFMESH_HAL_PEER_FAILED, "%s: the connection has failed: %s", what,
+                          conn->failure.reason.text);
+    case Connection::State::kClosed:
+        return host_error(AFMESH_HAL_PEER_FAILED, "%s: the connection is closed", what);
+    default:
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "%s: the connection is not established yet (wait for "
+                          "EV_CONNECTED)", what);
+    }
+}
+
+int Context::write_imm(afmesh_net_conn *handle, const void *src, size_t bytes, afmesh_net_mr *src_mr,
+                       const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
+    if (!handle || !dst || (bytes > 0 && !src))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
+    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
+    if (bytes > fabric_.info->ep_attr->max_msg_size)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes exceed max_write_size %zu", bytes,
+                          fabric_.info->ep_attr->max_msg_size);
+    if (dst_offset > UINT64_MAX - bytes || dst->addr > UINT64_MAX - bytes - dst_offset)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
+                          dst_offset);
+    Connection *conn = Connection::from(handle);
+    if (int rc = usable(conn, "write_imm"); rc != AFMESH_HAL_OK) return rc;
+    Outgoing op;
+    op.is_write = true;
+    op.conn = conn;
+    op.dest = conn->peer;
+    op.src = src;
+    op.bytes = bytes;
+    op.remote_addr = dst->addr + dst_offset;
+    op.key = dst->key;
+    op.imm = imm;
+    op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0;
+    op.cookie = cookie;
+    Reason why;
+    if (bytes > fabric_.inject_size) {
+        if (!src_mr)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "write_imm: a %zu-byte write (above max_inline %zu) needs its source registration",
+                              bytes, fabric_.inject_size);
+        if (int rc = registrar_->source_desc(reinterpret_cast<Registration *>(src_mr), src, bytes, &op.desc, &why);
+            rc != AFMESH_HAL_OK)
+            return host_error(rc, "write_imm: %s", why.text);
+    }
+    bool queued = false;
+    const int rc = conn->endpoint->submit(std::move(op), &queued, &why);
+    if (queued) wake();
+    if (rc < 0) {
+        queue_failure(conn, rc, why);
+        return host_error(AFMESH_HAL_PEER_FAILED, "write_imm: %s", why.text);
+    }
+    return rc;
+}
+
+int Context::send(afmesh_net_conn *handle, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
+    if (!handle || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
+    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
+    if (len > kMaxSendSize)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
+                          kMaxSendSize);
+    Connection *conn = Connection::from(handle);
+    if (int rc = usable(conn, "send"); rc != AFMESH_HAL_OK) return rc;
+    Outgoing op;
+    op.conn = conn;
+    op.dest = conn->peer;
+    op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_SEND_DONE : 0;
+    op.cookie = cookie;
+    op.copy.resize(kHeaderSize + len);
+    encode_header({MessageType::kData, conn->remote_id, conn->id}, op.copy.data());
+    if (len > 0) memcpy(op.copy.data() + kHeaderSize, buf, len);
+    Reason why;
+    bool queued = false;
+    const int rc = conn->endpoint->submit(std::move(op), &queued, &why);
+    if (queued) wake();
+    if (rc < 0) {
+        queue_failure(conn, rc, why);
+        return host_error(AFMESH_HAL_PEER_FAILED, "send: %s", why.text);
+    }
+    return rc;
+}
+
+void Context::queue_failure(Connection *conn, int status, const Reason &why) {
+    {
+        std::lock_guard lock(lists_mu_);
+        Failure failure;
+        failure.status = status;
+        failure.reason = why;
+        poster_failures_.emplace_back(conn, failure);
+    }
+    wake();
+}
+
+void Context::wake() {
+    if (wake_fd_ < 0 || !sleeping_.load(std::memory_order_seq_cst) ||
+        !sleeping_.exchange(false, std::memory_order_seq_cst))
+        return;
+    const uint64_t one = 1;
+    // Fails only when the counter is saturated, i.e. already signalled.
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+}
+
+int Context::wait_fd(int *fd) const {
+    if (!fd) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "get_wait_fd: null pointer");
+    if (epoll_fd_ < 0)
+        return host_error(AFMESH_HAL_NOT_SUPPORTED, "get_wait_fd: provider %s has no FI_WAIT_FD completion queues",
+                          fabric_.info->fabric_attr->prov_name);
+    *fd = epoll_fd_;
+    return AFMESH_HAL_OK;
+}
+
+int Context::describe(char *buf, size_t len) {
+    const fi_info *info = fabric_.info;
+    size_t endpoints;
+    {
+        std::lock_guard lock(mu_);
+        endpoints = endpoints_.size();
+    }
+    const char *requested = host_config("AFMESH_FABRIC_PROVIDER");
+    snprintf(buf, len,
+             "%s"
+             "using provider %s, domain %s (%s), libfabric %u.%u\n"
+             "registration modes: %s; remote CQ data %zu bytes (4 used for the immediate)%s\n"
+             "writes up to %zu B are injected (copied when posted); messages up to %u B\n"
+             "progress: manual, driven by poll(); %s\n"
+             "device memory: %s\n"
+             "endpoints open: %zu (one per peer endpoint pair; usually one)\n",
+             selection_.survey.c_str(), info->fabric_attr->prov_name, info->domain_attr->name,
+             requested ? "AFMESH_FABRIC_PROVIDER" : "libfabric's choice; set AFMESH_FABRIC_PROVIDER",
+             FI_MAJOR(fi_version()), FI_MINOR(fi_version()), mr_mode_names(fabric_.mr_mode).c_str(),
+             info->domain_attr->cq_data_size,
+             fabric_.recv_consumes_data ? "; remote writes consume posted receives (FI_RX_CQ_DATA)" : "",
+             fabric_.inject_size, kMaxSendSize,
+             fabric_.wait_fd ? "wait fd: epoll over each CQ's FI_WAIT_FD, armed with fi_trywait"
+                             : "no wait fd (the provider's CQs have no FI_WAIT_FD): the core naps between polls",
+             selection_.hmem ? ("FI_HMEM granted; registers " + std::string(hmem_.summary())).c_str()
+                             : ("host only, the engine stages device memory; runtimes: " + hmem_.summary() +
+                                (hmem_.any() ? "; the provider did not grant FI_HMEM" : ""))
+                                   .c_str(),
+             endpoints);
+    return AFMESH_HAL_OK;
+}
+
+}  // namespace afmesh::fabric

@@ -1,0 +1,136 @@
+// One transport context (what init() creates): the chosen provider's
+// fabric, domain and address vector, its endpoints, every connection, and
+// the progress poll() drives.
+//
+// Progress is manual: poll() (the core's NetRecv thread) drains each
+// endpoint's backlog and reads its CQ with a bounded budget. With FI_WAIT_FD
+// CQs the wait fd is an epoll set over every CQ's fd, an eventfd posting
+// threads ring, and a timerfd for handshake deadlines and backlog retries;
+// arm() is fi_trywait plus the module's own pending work.
+//
+// Locks, in the order they nest:
+//   mu_           poll(), arm(), connection set-up and tear-down, and all
+//                 connection bookkeeping (maps, pending events);
+//   Endpoint::tx_mu_  one endpoint's transmit resources and backlog;
+//   lists_mu_     failures posting threads hand to poll().
+// Registrar has its own lock and nests inside all of these. The data path
+// (write_imm, send) takes only tx_mu_ (and lists_mu_ on a failure).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "afmesh/hal/transport.h"
+#include "connection.h"
+#include "endpoint.h"
+#include "fabric.h"
+#include "hmem.h"
+#include "provider.h"
+#include "registration.h"
+#include "wire.h"
+
+namespace afmesh::fabric {
+
+class Context {
+public:
+    /** init(): selects the provider, opens fabric, domain and AV, fills `caps`. */
+    static int create(afmesh_net_caps *caps, Context **out);
+    ~Context();
+    Context(const Context &) = delete;
+    Context &operator=(const Context &) = delete;
+
+    int listen(void *addr, size_t *addr_len);
+    int connect(const void *addr, size_t addr_len, afmesh_net_conn **out);
+    int accept(afmesh_net_conn **out);
+    int close(afmesh_net_conn *conn);
+
+    int mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
+                     afmesh_net_rkey *rkey);
+    int mem_deregister(afmesh_net_mr *mr);
+
+    int write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
+                  const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie);
+    int send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie);
+
+    int poll(afmesh_net_event *events, int max);
+    int wait_fd(int *fd) const;
+    int arm();
+    int describe(char *buf, size_t len);
+
+private:
+    /** An event ready for poll(); `slot` is the receive buffer its data lives in, reposted after delivery. */
+    struct Pending {
+        afmesh_net_event event{};
+        std::vector<uint8_t> owned;
+        Endpoint *endpoint = nullptr;
+        RecvSlot *slot = nullptr;
+    };
+
+    Context() = default;
+    int open_fabric(afmesh_net_caps *caps, Reason *why);
+    int open_wait_set(Reason *why);
+
+    // --- with mu_ held ---
+    int endpoint_for(const std::vector<uint8_t> &target_raw, fi_addr_t target, Endpoint **out, Reason *why);
+    int add_endpoint(Endpoint **out, Reason *why);
+    int insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why);
+    Connection *new_connection(Endpoint *endpoint, fi_addr_t peer);
+    int send_control(Connection *conn, Endpoint *endpoint, fi_addr_t dest, const Header &header,
+                     const std::vector<uint8_t> &payload, Reason *why);
+    void fail(Connection *conn, int status, const char *reason);
+    void purge_events_of(const Connection *conn);
+    void push_event(uint32_t type, Connection *conn, uint64_t cookie = 0, uint32_t imm = 0);
+    void establish(Connection *conn, uint32_t remote_id);
+
+    void progress(Endpoint *endpoint);
+    void on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry, fi_addr_t source);
+    void on_error(Endpoint *endpoint);
+    void on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure);
+    void on_remote_write(Endpoint *endpoint, uint64_t data, fi_addr_t source);
+    bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr_t source);
+    void on_hello(Endpoint *endpoint, const Header &header, const uint8_t *payload, size_t len);
+    void expire_handshakes();
+    void take_poster_failures();
+
+    // Posting threads: a failed connection for poll() to report.
+    void queue_failure(Connection *conn, int status, const Reason &why);
+    void wake();
+
+    Fabric fabric_;
+    Selection selection_;
+    HmemProbe hmem_;
+    std::unique_ptr<Registrar> registrar_;
+    uint64_t handshake_ns_ = 0;
+    int epoll_fd_ = -1, wake_fd_ = -1, timer_fd_ = -1;
+
+    std::mutex mu_;
+    // --- guarded by mu_ ---
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;  // [0] is the primary: it listens and carries user regions
+    bool listening_ = false;
+    uint32_t next_id_ = 1;
+    std::unordered_map<uint32_t, Connection *> connections_;  // live (not closed) connections by id
+    std::map<std::vector<uint8_t>, fi_addr_t> addresses_;      // raw address -> AV entry
+    std::deque<Connection *> incoming_;
+    bool incoming_announced_ = false;
+    std::vector<Connection *> connecting_;
+    std::deque<Pending> pending_;
+    std::vector<Pending> delivered_;  // reported by the last poll(): data valid until the next
+    std::vector<Connection *> closed_;
+    std::vector<std::pair<Connection *, Failure>> scratch_failures_;
+
+    std::mutex lists_mu_;
+    // --- guarded by lists_mu_ ---
+    std::vector<std::pair<Connection *, Failure>> poster_failures_;
+
+    // Set by arm() before the caller sleeps; posting threads that hand poll() work then ring wake_fd_.
+    std::atomic<bool> sleeping_{false};
+};
+
+}  // namespace afmesh::fabric

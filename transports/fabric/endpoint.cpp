@@ -1,0 +1,216 @@
+#include "endpoint.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "host.h"
+#include "wire.h"
+
+namespace afmesh::fabric {
+namespace {
+
+// Posted receives per endpoint. Messages are small control and metadata
+// records; providers buffer unexpected ones beyond this.
+constexpr size_t kRecvSlots = 64;
+// Message buffers per endpoint for sends in flight.
+constexpr size_t kBounceSlots = 64;
+// Operations queued behind a provider that pushes back before the caller sees AGAIN.
+constexpr size_t kMaxBacklog = 65536;
+// Room for every transmit and receive completion plus remote writes arriving between polls.
+constexpr size_t kCqSize = 4096;
+
+}  // namespace
+
+int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoint> *out, Reason *why) {
+    std::unique_ptr<Endpoint> e(new Endpoint(fabric, registrar));
+    fi_cq_attr cq_attr{};
+    cq_attr.size = kCqSize;
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.wait_obj = fabric.wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
+    int rc = fi_cq_open(fabric.domain, &cq_attr, &e->cq_, nullptr);
+    if (rc != 0) {
+        e->cq_ = nullptr;
+        why->format("fi_cq_open: %s", fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
+    }
+    if (fabric.wait_fd && (rc = fi_control(&e->cq_->fid, FI_GETWAIT, &e->wait_fd_)) != 0) {
+        why->format("fi_control(FI_GETWAIT): %s", fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
+    }
+    rc = fi_endpoint(fabric.domain, fabric.info, &e->ep_, nullptr);
+    if (rc != 0) {
+        e->ep_ = nullptr;
+        why->format("fi_endpoint: %s", fi_strerror(-rc));
+        return rc == -FI_ENOMEM ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR;
+    }
+    if ((rc = fi_ep_bind(e->ep_, &fabric.av->fid, 0)) != 0 ||
+        (rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(e->ep_)) != 0) {
+        why->format("binding and enabling the endpoint: %s", fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
+    }
+    e->raw_address_.resize(256);
+    size_t len = e->raw_address_.size();
+    if ((rc = fi_getname(&e->ep_->fid, e->raw_address_.data(), &len)) != 0 || len == 0 || len > 256) {
+        why->format("fi_getname: %s", rc ? fi_strerror(-rc) : "bad length");
+        return AFMESH_HAL_ERROR;
+    }
+    e->raw_address_.resize(len);
+
+    e->recv_memory_ = std::make_unique<uint8_t[]>(kRecvSlots * kMessageBufferSize);
+    e->bounce_memory_ = std::make_unique<uint8_t[]>(kBounceSlots * kMessageBufferSize);
+    if (int status = registrar.register_raw(e->recv_memory_.get(), kRecvSlots * kMessageBufferSize, AFMESH_MEM_HOST,
+                                            -1, FI_RECV, e->ep_, &e->recv_mr_, why);
+        status != AFMESH_HAL_OK)
+        return status;
+    if (int status = registrar.register_raw(e->bounce_memory_.get(), kBounceSlots * kMessageBufferSize,
+                                            AFMESH_MEM_HOST, -1, FI_SEND, e->ep_, &e->bounce_mr_, why);
+        status != AFMESH_HAL_OK)
+        return status;
+    e->recv_desc_ = fi_mr_desc(e->recv_mr_);
+    e->bounce_desc_ = fi_mr_desc(e->bounce_mr_);
+    for (size_t i = 0; i < kBounceSlots; ++i) e->free_bounces_.push_back(static_cast<int>(i));
+    e->ops_.resize(fabric.tx_depth);
+    for (TxOp &op : e->ops_) {
+        op.kind = OpContext::Kind::kTransmit;
+        op.next_free = e->free_ops_;
+        e->free_ops_ = &op;
+    }
+    e->recv_slots_.resize(kRecvSlots);
+    for (size_t i = 0; i < kRecvSlots; ++i) {
+        RecvSlot &slot = e->recv_slots_[i];
+        slot.kind = OpContext::Kind::kRecv;
+        slot.data = e->recv_memory_.get() + i * kMessageBufferSize;
+        rc = fi_recv(e->ep_, slot.data, kMessageBufferSize, e->recv_desc_, FI_ADDR_UNSPEC, &slot.fi);
+        if (rc != 0) {
+            why->format("posting receive %zu of %zu: %s", i, kRecvSlots, fi_strerror(-rc));
+            return AFMESH_HAL_ERROR;
+        }
+    }
+    *out = std::move(e);
+    return AFMESH_HAL_OK;
+}
+
+Endpoint::~Endpoint() {
+    // The endpoint first: closing it cancels what is still posted on it.
+    if (ep_) fi_close(&ep_->fid);
+    if (cq_) fi_close(&cq_->fid);
+    if (recv_mr_) fi_close(&recv_mr_->fid);
+    if (bounce_mr_) fi_close(&bounce_mr_->fid);
+}
+
+int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
+    std::lock_guard lock(tx_mu_);
+    if (backlog_.empty()) {
+        const int rc = post_locked(op, why);
+        if (rc != AFMESH_HAL_AGAIN) return rc;
+    }
+    if (backlog_.size() >= kMaxBacklog) return AFMESH_HAL_AGAIN;
+    // An inline write's source is the caller's again on return: keep a copy.
+    if (op.is_write && op.copy.empty() && op.bytes > 0 && op.bytes <= fabric_.inject_size) {
+        const auto *src = static_cast<const uint8_t *>(op.src);
+        op.copy.assign(src, src + op.bytes);
+        op.desc = nullptr;  // injected: no registration needed
+    }
+    backlog_.push_back(std::move(op));
+    *queued = true;
+    return AFMESH_HAL_OK;
+}
+
+int Endpoint::post_locked(Outgoing &op, Reason *why) {
+    TxOp *ctx = free_ops_;
+    if (!ctx) return AFMESH_HAL_AGAIN;
+    int rc;
+    int bounce = -1;
+    if (op.is_write) {
+        const void *src = op.copy.empty() ? op.src : op.copy.data();
+        iovec iov{const_cast<void *>(src), op.bytes};
+        fi_rma_iov target{op.remote_addr, op.bytes, op.key};
+        void *desc = op.desc;
+        fi_msg_rma msg{};
+        msg.msg_iov = &iov;
+        msg.desc = &desc;
+        msg.iov_count = 1;
+        msg.addr = op.dest;
+        msg.rma_iov = &target;
+        msg.rma_iov_count = 1;
+        msg.context = &ctx->fi;
+        msg.data = op.imm;
+        // Every operation completes with its context (so errors name their
+        // connection); small ones are also copied at post (FI_INJECT).
+        uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
+        if (op.bytes <= fabric_.inject_size) flags |= FI_INJECT;
+        rc = static_cast<int>(fi_writemsg(ep_, &msg, flags));
+    } else {
+        if (free_bounces_.empty()) return AFMESH_HAL_AGAIN;
+        bounce = free_bounces_.back();
+        uint8_t *buffer = bounce_memory_.get() + static_cast<size_t>(bounce) * kMessageBufferSize;
+        memcpy(buffer, op.copy.data(), op.copy.size());
+        rc = static_cast<int>(fi_send(ep_, buffer, op.copy.size(), bounce_desc_, op.dest, &ctx->fi));
+    }
+    if (rc == -FI_EAGAIN) return AFMESH_HAL_AGAIN;
+    if (rc != 0) {
+        why->format("%s: %s", op.is_write ? "fi_writemsg" : "fi_send", fi_strerror(-rc));
+        return status_of(-rc);
+    }
+    free_ops_ = ctx->next_free;
+    if (bounce >= 0) free_bounces_.pop_back();
+    ctx->conn = op.conn;
+    ctx->event = op.event;
+    ctx->cookie = op.cookie;
+    ctx->bounce = bounce;
+    if (op.conn) op.conn->outstanding.fetch_add(1, std::memory_order_relaxed);
+    return AFMESH_HAL_OK;
+}
+
+void Endpoint::drain(std::vector<std::pair<Connection *, Failure>> *failed) {
+    std::lock_guard lock(tx_mu_);
+    while (!backlog_.empty()) {
+        Failure failure;
+        Outgoing &op = backlog_.front();
+        const int rc = post_locked(op, &failure.reason);
+        if (rc == AFMESH_HAL_AGAIN) return;
+        if (rc != AFMESH_HAL_OK && op.conn) {
+            failure.status = rc;
+            failed->emplace_back(op.conn, failure);
+        }
+        backlog_.pop_front();
+    }
+}
+
+bool Endpoint::has_backlog() {
+    std::lock_guard lock(tx_mu_);
+    return !backlog_.empty();
+}
+
+void Endpoint::drop_backlog_of(const Connection *conn) {
+    std::lock_guard lock(tx_mu_);
+    backlog_.erase(std::remove_if(backlog_.begin(), backlog_.end(), [&](const Outgoing &op) { return op.conn == conn; }),
+                   backlog_.end());
+}
+
+void Endpoint::release(TxOp *op) {
+    std::lock_guard lock(tx_mu_);
+    if (op->bounce >= 0) free_bounces_.push_back(op->bounce);
+    op->bounce = -1;
+    op->conn = nullptr;
+    op->next_free = free_ops_;
+    free_ops_ = op;
+}
+
+void Endpoint::repost(RecvSlot *slot) {
+    int rc;
+    // A receive queue never holds more than it was given: -FI_EAGAIN here
+    // means the provider needs progress first, which the next CQ read makes.
+    for (int attempt = 0; (rc = static_cast<int>(fi_recv(ep_, slot->data, kMessageBufferSize, recv_desc_,
+                                                         FI_ADDR_UNSPEC, &slot->fi))) == -FI_EAGAIN &&
+                          attempt < 16;
+         ++attempt)
+        fi_cq_read(cq_, nullptr, 0);
+    if (rc != 0) host_log(AFMESH_LOG_WARN, "reposting a receive buffer: %s; one fewer posted", fi_strerror(-rc));
+}
+
+}  // namespace afmesh::fabric

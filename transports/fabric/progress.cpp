@@ -1,0 +1,386 @@
+// Context's progress half: poll(), arm(), and what each completion means.
+#include <rdma/fi_errno.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "address.h"
+#include "context.h"
+#include "host.h"
+#include "monotonic.h"
+#include "wire.h"
+
+namespace afmesh::fabric {
+namespace {
+
+// CQ entries one poll() reads per endpoint: bounded, so one busy endpoint
+// neither starves the others nor keeps the caller in poll() for long.
+constexpr int kCqBudget = 64;
+constexpr int kCqBatch = 16;
+// While operations wait for the provider, a sleeping caller is woken this often to retry them.
+constexpr uint64_t kBacklogRetryNs = 50'000;
+
+}  // namespace
+
+void Context::push_event(uint32_t type, Connection *conn, uint64_t cookie, uint32_t imm) {
+    Pending p;
+    p.event.type = type;
+    p.event.conn = conn ? conn->handle() : nullptr;
+    p.event.cookie = cookie;
+    p.event.imm = imm;
+    pending_.push_back(std::move(p));
+}
+
+void Context::purge_events_of(const Connection *conn) {
+    auto keep = std::remove_if(pending_.begin(), pending_.end(), [&](const Pending &p) {
+        return p.event.conn == const_cast<Connection *>(conn)->handle();
+    });
+    for (auto it = keep; it != pending_.end(); ++it)
+        if (it->slot) it->endpoint->repost(it->slot);
+    pending_.erase(keep, pending_.end());
+}
+
+// Fails `conn` once: one EV_CONN_ERROR after whatever it already reported,
+// nothing after. An incoming connection the caller never accepted just goes.
+void Context::fail(Connection *conn, int status, const char *reason) {
+    const Connection::State state = conn->state.load(std::memory_order_acquire);
+    if (state == Connection::State::kFailed || state == Connection::State::kClosed) return;
+    conn->failure.status = status;
+    conn->failure.reason.format("%s", reason);
+    conn->endpoint->drop_backlog_of(conn);
+    std::erase(connecting_, conn);
+    if (state == Connection::State::kIncoming) {
+        host_log(AFMESH_LOG_INFO, "an incoming connection failed before it was accepted: %s", reason);
+        conn->state.store(Connection::State::kClosed, std::memory_order_release);
+        std::erase(incoming_, conn);
+        connections_.erase(conn->id);
+        if (auto it = conn->endpoint->by_peer.find(conn->peer); it != conn->endpoint->by_peer.end() &&
+                                                                it->second == conn)
+            conn->endpoint->by_peer.erase(it);
+        closed_.push_back(conn);
+        return;
+    }
+    conn->state.store(Connection::State::kFailed, std::memory_order_release);
+    Pending p;
+    p.event.type = AFMESH_NET_EV_CONN_ERROR;
+    p.event.status = status;
+    p.event.conn = conn->handle();
+    p.event.reason = conn->failure.reason.text;
+    pending_.push_back(std::move(p));
+}
+
+void Context::establish(Connection *conn, uint32_t remote_id) {
+    conn->remote_id = remote_id;
+    conn->state.store(Connection::State::kEstablished, std::memory_order_release);
+    std::erase(connecting_, conn);
+    push_event(AFMESH_NET_EV_CONNECTED, conn);
+}
+
+int Context::poll(afmesh_net_event *events, int max) {
+    if (max < 0 || (max > 0 && !events))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "poll: need an array for max >= 0 events");
+    std::lock_guard lock(mu_);
+    sleeping_.store(false, std::memory_order_seq_cst);
+    // The previous poll's events are stale now: their receive buffers go back to the provider.
+    for (Pending &p : delivered_)
+        if (p.slot) p.endpoint->repost(p.slot);
+    delivered_.clear();
+    std::erase_if(closed_, [](Connection *conn) {
+        if (conn->outstanding.load(std::memory_order_acquire) != 0) return false;
+        delete conn;
+        return true;
+    });
+    if (wake_fd_ >= 0) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t a = read(wake_fd_, &count, sizeof count);
+        [[maybe_unused]] ssize_t b = read(timer_fd_, &count, sizeof count);
+    }
+    for (auto &endpoint : endpoints_) progress(endpoint.get());
+    take_poster_failures();
+    expire_handshakes();
+    if (!incoming_.empty() && !incoming_announced_) {
+        push_event(AFMESH_NET_EV_INCOMING, nullptr);
+        incoming_announced_ = true;
+    }
+    int n = 0;
+    for (; n < max && !pending_.empty(); ++n) {
+        delivered_.push_back(std::move(pending_.front()));
+        pending_.pop_front();
+        Pending &p = delivered_.back();
+        if (p.event.type == AFMESH_NET_EV_RECV)
+            p.event.data = p.slot ? static_cast<const void *>(p.slot->data + kHeaderSize) : p.owned.data();
+        events[n] = p.event;
+    }
+    return n;
+}
+
+void Context::progress(Endpoint *endpoint) {
+    endpoint->drain(&scratch_failures_);
+    for (auto &[conn, failure] : scratch_failures_) fail(conn, failure.status, failure.reason.text);
+    scratch_failures_.clear();
+    fi_cq_data_entry entries[kCqBatch];
+    fi_addr_t sources[kCqBatch];
+    for (int read = 0; read < kCqBudget;) {
+        const ssize_t got = fi_cq_readfrom(endpoint->cq(), entries, kCqBatch, sources);
+        if (got == -FI_EAGAIN) return;
+        if (got == -FI_EAVAIL) {
+            on_error(endpoint);
+            ++read;
+            continue;
+        }
+        if (got < 0) {
+            host_log(AFMESH_LOG_WARN, "fi_cq_readfrom: %s", fi_strerror(static_cast<int>(-got)));
+            return;
+        }
+        for (ssize_t i = 0; i < got; ++i) on_completion(endpoint, entries[i], sources[i]);
+        read += static_cast<int>(got);
+    }
+}
+
+void Context::on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry, fi_addr_t source) {
+    auto *op = static_cast<OpContext *>(entry.op_context);
+    const bool remote_write = (entry.flags & FI_REMOTE_CQ_DATA) && (entry.flags & (FI_RMA | FI_REMOTE_WRITE));
+    if (remote_write) {
+        on_remote_write(endpoint, entry.data, source);
+        // FI_RX_CQ_DATA providers consume a posted receive for it.
+        if (op && op->kind == OpContext::Kind::kRecv) endpoint->repost(static_cast<RecvSlot *>(op));
+        return;
+    }
+    if (!op) {
+        host_log(AFMESH_LOG_DEBUG, "a completion without context (flags 0x%" PRIx64 ") ignored",
+                 static_cast<uint64_t>(entry.flags));
+        return;
+    }
+    if (op->kind == OpContext::Kind::kTransmit) {
+        on_transmit(endpoint, static_cast<TxOp *>(op), nullptr);
+        return;
+    }
+    auto *slot = static_cast<RecvSlot *>(op);
+    if (!on_message(endpoint, slot, entry.len, source)) endpoint->repost(slot);
+}
+
+void Context::on_error(Endpoint *endpoint) {
+    fi_cq_err_entry entry;
+    Failure failure;
+    if (!read_cq_error(endpoint->cq(), &entry, "operation failed", &failure)) return;
+    auto *op = static_cast<OpContext *>(entry.op_context);
+    if (op && op->kind == OpContext::Kind::kTransmit) {
+        on_transmit(endpoint, static_cast<TxOp *>(op), &failure);
+    } else if (op) {
+        // A receive failed (e.g. a message larger than a buffer): it names no
+        // connection; the buffer goes back unless the endpoint is closing.
+        host_log(AFMESH_LOG_WARN, "receive: %s", failure.reason.text);
+        if (entry.err != FI_ECANCELED) endpoint->repost(static_cast<RecvSlot *>(op));
+    } else {
+        host_log(AFMESH_LOG_WARN, "an incoming operation failed: %s", failure.reason.text);
+    }
+}
+
+void Context::on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure) {
+    Connection *conn = op->conn;
+    const uint32_t event = op->event;
+    const uint64_t cookie = op->cookie;
+    endpoint->release(op);
+    if (!conn) return;
+    conn->outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    if (failure) {
+        fail(conn, failure->status, failure->reason.text);
+    } else if (event && conn->state.load(std::memory_order_acquire) == Connection::State::kEstablished) {
+        push_event(event, conn, cookie);
+    }
+}
+
+void Context::on_remote_write(Endpoint *endpoint, uint64_t data, fi_addr_t source) {
+    auto it = endpoint->by_peer.find(source);
+    if (it == endpoint->by_peer.end()) {
+        // The bytes landed in a registered region (the provider checked the
+        // key and bounds); with no connection to name, the immediate is dropped.
+        host_log(AFMESH_LOG_WARN, "a remote write from an unknown peer (%s); its immediate is dropped",
+                 source == FI_ADDR_NOTAVAIL ? "source address not available" : "no connection from it");
+        return;
+    }
+    Connection *conn = it->second;
+    if (data > UINT32_MAX) {
+        fail(conn, AFMESH_HAL_PEER_FAILED, "the peer sent more than a 32-bit immediate");
+        return;
+    }
+    const auto imm = static_cast<uint32_t>(data);
+    switch (conn->state.load(std::memory_order_acquire)) {
+    case Connection::State::kConnecting:
+        // The peer accepted (it knows our regions only from our messages) and
+        // its ACCEPT is still on the way: RDM does not order the two.
+        establish(conn, 0);
+        [[fallthrough]];
+    case Connection::State::kEstablished: push_event(AFMESH_NET_EV_IMM, conn, 0, imm); return;
+    case Connection::State::kIncoming: {
+        HeldEvent held;
+        held.event.type = AFMESH_NET_EV_IMM;
+        held.event.conn = conn->handle();
+        held.event.imm = imm;
+        conn->held.push_back(std::move(held));
+        return;
+    }
+    default: return;  // failed or closed: nothing more is reported
+    }
+}
+
+// Returns true when `slot` now belongs to a pending event (reposted after delivery).
+bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr_t source) {
+    Header header;
+    Reason why;
+    if (len > kMessageBufferSize || !decode_header(slot->data, len, &header, &why)) {
+        host_log(AFMESH_LOG_WARN, "dropping a message: %s", len > kMessageBufferSize ? "oversize" : why.text);
+        return false;
+    }
+    const uint8_t *payload = slot->data + kHeaderSize;
+    const size_t payload_len = len - kHeaderSize;
+    if (header.type == MessageType::kHello) {
+        on_hello(endpoint, header, payload, payload_len);
+        return false;
+    }
+    Connection *conn = nullptr;
+    if (header.dst_conn != 0) {
+        auto it = connections_.find(header.dst_conn);
+        if (it != connections_.end()) conn = it->second;
+    } else if (auto it = endpoint->by_peer.find(source); it != endpoint->by_peer.end()) {
+        conn = it->second;  // a BYE for a connection the sender closed before it learned our id
+    }
+    // The message must come from that connection's peer, on its endpoint, under its ids.
+    if (!conn || conn->endpoint != endpoint || (source != FI_ADDR_NOTAVAIL && source != conn->peer) ||
+        (conn->remote_id != 0 && conn->remote_id != header.src_conn)) {
+        host_log(AFMESH_LOG_DEBUG, "dropping a type %u message for connection %" PRIu32 " (stale or not ours)",
+                 static_cast<unsigned>(header.type), header.dst_conn);
+        return false;
+    }
+    const Connection::State state = conn->state.load(std::memory_order_acquire);
+    switch (header.type) {
+    case MessageType::kAccept:
+        if (state == Connection::State::kConnecting) establish(conn, header.src_conn);
+        else if (conn->remote_id == 0) conn->remote_id = header.src_conn;
+        return false;
+    case MessageType::kBye:
+        fail(conn, AFMESH_HAL_PEER_FAILED, "the peer closed the connection");
+        return false;
+    case MessageType::kData:
+        if (state == Connection::State::kConnecting) establish(conn, header.src_conn);  // overtook the ACCEPT
+        if (conn->state.load(std::memory_order_acquire) == Connection::State::kEstablished) {
+            Pending p;
+            p.event.type = AFMESH_NET_EV_RECV;
+            p.event.conn = conn->handle();
+            p.event.len = static_cast<uint32_t>(payload_len);
+            p.endpoint = endpoint;
+            p.slot = slot;
+            pending_.push_back(std::move(p));
+            return true;
+        }
+        if (state == Connection::State::kIncoming) {
+            HeldEvent held;
+            held.event.type = AFMESH_NET_EV_RECV;
+            held.event.conn = conn->handle();
+            held.event.len = static_cast<uint32_t>(payload_len);
+            held.data.assign(payload, payload + payload_len);
+            conn->held.push_back(std::move(held));
+        }
+        return false;
+    case MessageType::kHello: break;  // handled above
+    }
+    return false;
+}
+
+void Context::on_hello(Endpoint *endpoint, const Header &header, const uint8_t *payload, size_t len) {
+    Reason why;
+    std::vector<uint8_t> raw;
+    fi_addr_t peer;
+    if (!listening_ || endpoint != endpoints_.front().get()) {
+        host_log(AFMESH_LOG_DEBUG, "a connection request at an endpoint that does not listen: ignored");
+        return;
+    }
+    if (!decode_address(payload, len, fabric_.info->addr_format, &raw, &why) ||
+        insert_address(raw, &peer, &why) != AFMESH_HAL_OK) {
+        host_log(AFMESH_LOG_WARN, "refusing a connection request: %s", why.text);
+        return;
+    }
+    if (auto it = endpoint->by_peer.find(peer); it != endpoint->by_peer.end()) {
+        // A new connection from the same endpoint replaces the old one: the peer has given up on it.
+        Connection *old = it->second;
+        endpoint->by_peer.erase(it);
+        fail(old, AFMESH_HAL_PEER_FAILED, "the peer opened a new connection from the same endpoint");
+    }
+    Connection *conn = new_connection(endpoint, peer);
+    conn->remote_id = header.src_conn;
+    conn->state.store(Connection::State::kIncoming, std::memory_order_release);
+    incoming_.push_back(conn);
+    const int rc = send_control(conn, endpoint, peer, {MessageType::kAccept, conn->remote_id, conn->id}, {}, &why);
+    if (rc != AFMESH_HAL_OK) fail(conn, rc, why.text);
+}
+
+void Context::expire_handshakes() {
+    if (connecting_.empty()) return;
+    const uint64_t now = monotonic_ns();
+    for (size_t i = 0; i < connecting_.size();) {
+        Connection *conn = connecting_[i];
+        if (now < conn->deadline_ns) {
+            ++i;
+            continue;
+        }
+        Reason why;
+        why.format("the peer did not answer the connection request within %" PRIu64 " ms (AFMESH_CONNECT_TIMEOUT_MS)",
+                   handshake_ns_ / 1'000'000);
+        fail(conn, AFMESH_HAL_TIMEOUT, why.text);  // removes it from connecting_
+    }
+}
+
+void Context::take_poster_failures() {
+    {
+        std::lock_guard lock(lists_mu_);
+        scratch_failures_.swap(poster_failures_);
+    }
+    for (auto &[conn, failure] : scratch_failures_) fail(conn, failure.status, failure.reason.text);
+    scratch_failures_.clear();
+}
+
+// The fi_trywait pattern. sleeping_ is set before the module's own work is
+// checked, and posting threads queue work before they read sleeping_, so
+// either arm() sees the work or the poster sees the sleeper and wakes it.
+int Context::arm() {
+    if (epoll_fd_ < 0)
+        return host_error(AFMESH_HAL_NOT_SUPPORTED, "arm: provider %s has no wait fd",
+                          fabric_.info->fabric_attr->prov_name);
+    std::lock_guard lock(mu_);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    bool pending = !pending_.empty() || (!incoming_.empty() && !incoming_announced_);
+    {
+        std::lock_guard lists(lists_mu_);
+        pending = pending || !poster_failures_.empty();
+    }
+    std::vector<fid *> cqs;
+    bool backlog = false;
+    for (auto &endpoint : endpoints_) {
+        cqs.push_back(&endpoint->cq()->fid);
+        backlog = backlog || endpoint->has_backlog();
+    }
+    if (!pending && !cqs.empty() && fi_trywait(fabric_.fabric, cqs.data(), static_cast<int>(cqs.size())) != 0)
+        pending = true;
+    if (pending) {
+        sleeping_.store(false, std::memory_order_seq_cst);
+        return AFMESH_HAL_AGAIN;
+    }
+    // Wake for the earliest handshake deadline, and soon while operations wait to be posted.
+    uint64_t wake_at = 0;
+    for (Connection *conn : connecting_) wake_at = wake_at ? std::min(wake_at, conn->deadline_ns) : conn->deadline_ns;
+    if (backlog) {
+        const uint64_t soon = monotonic_ns() + kBacklogRetryNs;
+        wake_at = wake_at ? std::min(wake_at, soon) : soon;
+    }
+    itimerspec timer{};
+    if (wake_at) {
+        timer.it_value.tv_sec = static_cast<time_t>(wake_at / 1'000'000'000u);
+        timer.it_value.tv_nsec = static_cast<long>(wake_at % 1'000'000'000u);
+    }
+    timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &timer, nullptr);
+    return AFMESH_HAL_OK;
+}
+
+}  // namespace afmesh::fabric

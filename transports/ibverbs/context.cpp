@@ -1,0 +1,695 @@
+#include "context.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "host.h"
+#include "limits.h"
+#include "side_channel.h"
+#include "wire.h"
+
+namespace afmesh::ibverbs {
+namespace {
+
+constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
+constexpr int kInitialCqSize = 4096;
+constexpr int kCqPerQp = static_cast<int>(kSendDepth + kRecvDepth);
+
+template <class T>
+void erase_all(std::vector<T> &items, const T &item) {
+    items.erase(std::remove(items.begin(), items.end(), item), items.end());
+}
+
+bool set_nonblocking(int fd) {
+    const int flags = fcntl(fd, F_GETFL);
+    return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+// Access and protection errors are the peer's or the caller's fault with
+// memory; every other completion error means the connection is unusable.
+int status_of(ibv_wc_status status) {
+    switch (status) {
+    case IBV_WC_LOC_ACCESS_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_MW_BIND_ERR: return AFMESH_HAL_ACCESS;
+    default: return AFMESH_HAL_PEER_FAILED;
+    }
+}
+
+}  // namespace
+
+int Context::create(afmesh_net_caps *caps, Context **out) {
+    if (caps->struct_size < sizeof(afmesh_net_caps))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: caps.struct_size %" PRIu32 " is below ABI 1.0's %zu",
+                          caps->struct_size, sizeof(afmesh_net_caps));
+    std::unique_ptr<Context> context(new Context());
+    const int rc = context->open_verbs(caps);
+    if (rc == AFMESH_HAL_OK) *out = context.release();
+    return rc;
+}
+
+int Context::open_verbs(afmesh_net_caps *caps) {
+    const char *configured = host_config("AFMESH_IBVERBS_LIBRARY");
+    const bool explicit_library = configured && *configured;
+    std::string why;
+    verbs_.reset(VerbsLibrary::open(explicit_library ? configured : kDefaultVerbsLibrary, &why));
+    if (!verbs_)
+        return explicit_library ? host_error(AFMESH_HAL_ERROR, "AFMESH_IBVERBS_LIBRARY=%s: %s", configured, why.c_str())
+                                : host_error(AFMESH_HAL_NOT_PRESENT, "%s cannot be loaded (is rdma-core installed?): %s",
+                                             kDefaultVerbsLibrary, why.c_str());
+    api_ = &verbs_->api();
+    const int found = discover(*api_, host_config("AFMESH_NET_DEVICES"), &discovery_, &why);
+    if (found != AFMESH_HAL_OK) return host_error(found, "%s", why.c_str());
+    for (const std::string &line : discovery_.found) host_log(AFMESH_LOG_INFO, "%s", line.c_str());
+
+    ibv_context *device = discovery_.context;
+    fabric_.api = api_;
+    fabric_.port = discovery_.choice;
+    fabric_.pd = api_->alloc_pd(device);
+    if (!fabric_.pd) return host_error(AFMESH_HAL_ERROR, "ibv_alloc_pd: %s", strerror(errno));
+    channel_ = api_->create_comp_channel(device);
+    if (!channel_) return host_error(AFMESH_HAL_ERROR, "ibv_create_comp_channel: %s", strerror(errno));
+    cq_capacity_ = std::min(kInitialCqSize, discovery_.device_attr.max_cqe);
+    fabric_.cq = api_->create_cq(device, cq_capacity_, nullptr, channel_, 0);
+    if (!fabric_.cq) return host_error(AFMESH_HAL_ERROR, "ibv_create_cq(%d): %s", cq_capacity_, strerror(errno));
+    cq_capacity_ = fabric_.cq->cqe;
+    pool_ = std::make_unique<SendPool>(kSendSlots, kMaxSendSize);
+    if (!pool_->register_with(*api_, fabric_.pd, &why)) return host_error(AFMESH_HAL_ERROR, "init: %s", why.c_str());
+    fabric_.pool = pool_.get();
+
+    if (!set_nonblocking(channel_->fd) || !set_nonblocking(device->async_fd))
+        return host_error(AFMESH_HAL_ERROR, "init: fcntl(O_NONBLOCK): %s", strerror(errno));
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0) return host_error(AFMESH_HAL_ERROR, "init: epoll/eventfd: %s", strerror(errno));
+    if (!watch(channel_->fd, EPOLLIN, &channel_tag_, &why) || !watch(device->async_fd, EPOLLIN, &async_tag_, &why) ||
+        !watch(wake_fd_, EPOLLIN, &wake_tag_, &why))
+        return host_error(AFMESH_HAL_ERROR, "init: %s", why.c_str());
+    if (const int rc = api_->req_notify_cq(fabric_.cq, 0); rc != 0)
+        return host_error(AFMESH_HAL_ERROR, "ibv_req_notify_cq: %s", strerror(rc));
+
+    gpudirect_ = probe_gpudirect(*api_);
+    side_host_ = side_channel_host(fabric_.port, &side_source_);
+
+    // RC delivers one QP's writes and sends in posting order.
+    caps->flags = AFMESH_NET_CAP_ORDERED | AFMESH_NET_CAP_WAIT_FD;
+    caps->imm_bytes = sizeof(uint32_t);
+    caps->max_inline = kMaxInline;
+    caps->mem_kinds = gpudirect_.mem_kinds();
+    caps->max_send_size = kMaxSendSize;
+    caps->recv_depth = kRecvDepth;
+    caps->max_addr_size = kAddressSize;
+    caps->max_write_size = fabric_.port.max_msg_size;
+    return AFMESH_HAL_OK;
+}
+
+Context::~Context() {
+    for (Connection *conn : connections_) delete conn;
+    for (Connection *conn : closed_) delete conn;
+    {
+        std::lock_guard lock(regions_mu_);
+        for (Registration *r : regions_) {
+            api_->dereg_mr(r->mr);
+            delete r;
+        }
+    }
+    pool_.reset();
+    if (fabric_.cq) api_->destroy_cq(fabric_.cq);
+    if (channel_) api_->destroy_comp_channel(channel_);
+    if (fabric_.pd) api_->dealloc_pd(fabric_.pd);
+    if (discovery_.context) api_->close_device(discovery_.context);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+bool Context::watch(int fd, uint32_t events, void *tag, std::string *why) {
+    epoll_event watch{};
+    watch.events = events;
+    watch.data.ptr = tag;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &watch) == 0) return true;
+    *why = std::string("epoll_ctl: ") + strerror(errno);
+    return false;
+}
+
+void Context::set_interest(Connection *conn, uint32_t events) {
+    if (conn->fd() < 0 || conn->interest == events) return;
+    epoll_event watch{};
+    watch.events = events;
+    watch.data.ptr = conn;
+    const int op = conn->interest == 0 ? EPOLL_CTL_ADD : events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+    if (epoll_ctl(epoll_fd_, op, conn->fd(), &watch) != 0)
+        host_log(AFMESH_LOG_WARN, "epoll_ctl on the side channel to %s: %s", conn->peer().c_str(), strerror(errno));
+    conn->interest = events;
+}
+
+// Every QP's queues complete into the one CQ, which must never overflow:
+// grow it before a QP that could overflow it exists.
+bool Context::reserve_cq(std::string *why) {
+    const int needed = cq_reserved_ + kCqPerQp;
+    if (needed > cq_capacity_) {
+        const int size = std::max(needed, std::min(2 * cq_capacity_, discovery_.device_attr.max_cqe));
+        if (size < needed) {
+            *why = "the completion queue is at the device's limit of " +
+                   std::to_string(discovery_.device_attr.max_cqe) + " entries";
+            return false;
+        }
+        if (const int rc = api_->resize_cq(fabric_.cq, size); rc != 0) {
+            *why = "ibv_resize_cq(" + std::to_string(size) + "): " + strerror(rc);
+            return false;
+        }
+        cq_capacity_ = fabric_.cq->cqe;
+    }
+    cq_reserved_ = needed;
+    return true;
+}
+
+void Context::release_cq() { cq_reserved_ -= kCqPerQp; }
+
+int Context::listen(void *addr, size_t *addr_len) {
+    if (!addr || !addr_len) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: null address buffer");
+    if (*addr_len < kAddressSize)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs %zu bytes, the buffer has %zu",
+                          kAddressSize, *addr_len);
+    std::lock_guard lock(progress_mu_);
+    if (listen_fd_ >= 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
+    std::string why;
+    const int fd = open_listener(side_host_, &listen_address_, &why);
+    if (fd < 0 || !watch(fd, EPOLLIN, &listen_tag_, &why)) {
+        if (fd >= 0) ::close(fd);
+        return host_error(AFMESH_HAL_ERROR, "listen: side channel on %s: %s", format_sockaddr(side_host_).c_str(),
+                          why.c_str());
+    }
+    listen_fd_ = fd;
+    EndpointAddress address;
+    address.side_channel = listen_address_;
+    address.link = fabric_.port.roce ? kLinkEthernet : kLinkInfiniBand;
+    address.lid = fabric_.port.lid;
+    address.gid = fabric_.port.gid;
+    encode_address(address, static_cast<uint8_t *>(addr));
+    *addr_len = kAddressSize;
+    host_log(AFMESH_LOG_INFO, "side channel listens on %s", format_sockaddr(listen_address_).c_str());
+    return AFMESH_HAL_OK;
+}
+
+int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
+    if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: null connection pointer");
+    EndpointAddress peer;
+    std::string why;
+    if (!decode_address(addr, addr_len, &peer, &why))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: %s", why.c_str());
+    const uint8_t local_link = fabric_.port.roce ? kLinkEthernet : kLinkInfiniBand;
+    if (peer.link != local_link)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: the peer's port is %s, this context's %s is %s",
+                          peer.link == kLinkEthernet ? "RoCE" : "InfiniBand", fabric_.port.device.c_str(),
+                          local_link == kLinkEthernet ? "RoCE" : "InfiniBand");
+    const std::string name = format_sockaddr(peer.side_channel);
+    std::lock_guard lock(progress_mu_);
+    if (!reserve_cq(&why)) return host_error(AFMESH_HAL_NO_MEMORY, "connect to %s: %s", name.c_str(), why.c_str());
+    const int fd = start_connect(peer.side_channel, &why);
+    if (fd < 0) {
+        release_cq();
+        return host_error(AFMESH_HAL_PEER_FAILED, "connect to %s: %s", name.c_str(), why.c_str());
+    }
+    auto conn = std::make_unique<Connection>(fabric_, fd, Connection::State::kDialing, name);
+    if (!conn->create_qp(&why)) {
+        release_cq();
+        return host_error(AFMESH_HAL_NO_MEMORY, "connect to %s: %s", name.c_str(), why.c_str());
+    }
+    conn->visible = true;
+    by_qpn_[conn->qpn()] = conn.get();
+    connections_.insert(conn.get());
+    set_interest(conn.get(), EPOLLOUT | EPOLLIN);
+    *out = conn.release()->handle();
+    return AFMESH_HAL_OK;
+}
+
+int Context::accept(afmesh_net_conn **out) {
+    if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
+    std::lock_guard lock(progress_mu_);
+    if (listen_fd_ < 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
+    if (incoming_.empty()) return AFMESH_HAL_AGAIN;
+    Connection *conn = incoming_.front();
+    incoming_.pop_front();
+    if (incoming_.empty()) incoming_announced_ = false;
+    conn->visible = true;
+    if (conn->state() == Connection::State::kFailed)
+        failed_.push_back(conn);
+    else if (!conn->early.empty())
+        replay_.push_back(conn);
+    if (!failed_.empty() || !replay_.empty()) wake();
+    *out = conn->handle();
+    return AFMESH_HAL_OK;
+}
+
+int Context::close(afmesh_net_conn *handle) {
+    Connection *conn = Connection::from(handle);
+    std::lock_guard lock(progress_mu_);
+    if (!handle || !conn->visible || !connections_.count(conn))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
+    forget(conn);
+    closed_.push_back(conn);
+    return AFMESH_HAL_OK;
+}
+
+// Removes `conn` from every list and destroys its QP and socket, so no later event names it.
+void Context::forget(Connection *conn) {
+    connections_.erase(conn);
+    if (conn->qpn() != 0) {
+        by_qpn_.erase(conn->qpn());
+        release_cq();
+    }
+    incoming_.erase(std::remove(incoming_.begin(), incoming_.end(), conn), incoming_.end());
+    erase_all(connected_, conn);
+    erase_all(failed_, conn);
+    erase_all(replay_, conn);
+    reposts_.erase(std::remove_if(reposts_.begin(), reposts_.end(), [&](const auto &r) { return r.first == conn; }),
+                   reposts_.end());
+    stash_.erase(std::remove_if(stash_.begin(), stash_.end(), [&](const ibv_wc &wc) { return wc.qp_num == conn->qpn(); }),
+                 stash_.end());
+    set_interest(conn, 0);
+    conn->shut();
+}
+
+int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
+                          afmesh_net_rkey *rkey) {
+    if (!ptr || !mem || !mr || !rkey)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: null pointer argument");
+    if (mem->struct_size < sizeof(afmesh_net_mem))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: mem.struct_size %" PRIu32 " is below ABI 1.0's",
+                          mem->struct_size);
+    constexpr uint32_t kKnownAccess = AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE;
+    if (access == 0 || (access & ~kKnownAccess) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "mem_register: access 0x%" PRIx32 " is not a set of AFMESH_NET_ACCESS_* bits", access);
+    const char *kind = mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown";
+    if (mem->kind >= 32 || !(gpudirect_.mem_kinds() & AFMESH_MEM_BIT(mem->kind)))
+        return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                          "mem_register: %s memory cannot be registered with %s (no dma-buf registration or "
+                          "peer-memory client for it); stage it through host memory",
+                          kind, fabric_.port.device.c_str());
+    // Remote write needs local write too (a verbs rule).
+    const int flags = (access & AFMESH_NET_ACCESS_REMOTE_WRITE) ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0;
+    ibv_mr *region = nullptr;
+    const char *how = "ibv_reg_mr";
+    if (mem->kind != AFMESH_MEM_HOST && mem->dmabuf_fd >= 0 && api_->reg_dmabuf_mr) {
+        how = "ibv_reg_dmabuf_mr";
+        region = api_->reg_dmabuf_mr(fabric_.pd, mem->dmabuf_offset, bytes, reinterpret_cast<uintptr_t>(ptr),
+                                     mem->dmabuf_fd, flags);
+    } else if (mem->kind == AFMESH_MEM_HOST || gpudirect_.peer_memory_for(mem->kind)) {
+        region = api_->reg_mr(fabric_.pd, ptr, bytes, flags);
+    } else {
+        return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                          "mem_register: %s memory needs a dma-buf (mem.dmabuf_fd) here: no peer-memory client", kind);
+    }
+    if (!region)
+        return host_error(errno == ENOMEM ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR, "mem_register: %s(%zu bytes of %s): %s",
+                          how, bytes, kind, strerror(errno));
+    auto registration = std::make_unique<Registration>(Registration{region, access});
+    {
+        std::lock_guard lock(regions_mu_);
+        regions_.insert(registration.get());
+    }
+    rkey->key = region->rkey;
+    rkey->addr = reinterpret_cast<uintptr_t>(ptr);  // remote writes address the region by virtual address
+    *mr = reinterpret_cast<afmesh_net_mr *>(registration.release());
+    return AFMESH_HAL_OK;
+}
+
+int Context::mem_deregister(afmesh_net_mr *handle) {
+    auto *registration = reinterpret_cast<Registration *>(handle);
+    {
+        std::lock_guard lock(regions_mu_);
+        if (!handle || !regions_.erase(registration))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_deregister: not a registration of this context");
+    }
+    const int rc = api_->dereg_mr(registration->mr);
+    delete registration;
+    if (rc != 0) return host_error(AFMESH_HAL_ERROR, "ibv_dereg_mr: %s", strerror(rc));
+    return AFMESH_HAL_OK;
+}
+
+int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
+                       const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
+    if (!conn || !dst || (bytes > 0 && !src))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
+    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
+    if (bytes > fabric_.port.max_msg_size)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes exceed the port's max_msg_sz %" PRIu32,
+                          bytes, fabric_.port.max_msg_size);
+    if (dst->addr > UINT64_MAX - bytes || dst_offset > UINT64_MAX - dst->addr - bytes)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
+                          dst_offset);
+    uint32_t lkey = 0;
+    if (bytes > kMaxInline) {
+        if (!src_mr)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "write_imm: a %zu-byte write (above max_inline %" PRIu32 ") needs its source registration",
+                              bytes, kMaxInline);
+        auto *registration = reinterpret_cast<Registration *>(src_mr);
+        std::lock_guard lock(regions_mu_);
+        if (!regions_.count(registration))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: src_mr is not a live registration");
+        if (!(registration->access & AFMESH_NET_ACCESS_LOCAL))
+            return host_error(AFMESH_HAL_ACCESS, "write_imm: the source registration lacks AFMESH_NET_ACCESS_LOCAL");
+        const auto start = reinterpret_cast<uintptr_t>(registration->mr->addr);
+        const auto from = reinterpret_cast<uintptr_t>(src);
+        if (from < start || from - start > registration->mr->length || bytes > registration->mr->length - (from - start))
+            return host_error(AFMESH_HAL_ACCESS, "write_imm: %zu bytes at %p are not inside the source registration",
+                              bytes, src);
+        lkey = registration->mr->lkey;
+    }
+    return Connection::from(conn)->write_imm(src, bytes, lkey, dst->addr + dst_offset, static_cast<uint32_t>(dst->key),
+                                             imm, flags, cookie);
+}
+
+int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
+    if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
+    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
+    if (len > kMaxSendSize)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
+                          kMaxSendSize);
+    return Connection::from(conn)->send(buf, len, flags, cookie);
+}
+
+// --- progress ---------------------------------------------------------------
+
+int Context::poll(afmesh_net_event *events, int max) {
+    if (max < 0 || (max > 0 && !events))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "poll: need an array for max >= 0 events");
+    std::lock_guard lock(progress_mu_);
+    sleeping_.store(false, std::memory_order_seq_cst);
+    // The previous poll's events are stale now: free what they pointed into.
+    for (Connection *conn : closed_) delete conn;
+    closed_.clear();
+    for (const auto &[conn, slot] : reposts_) {
+        std::string why;
+        if (conn->state() != Connection::State::kFailed && !conn->repost(slot, &why))
+            fail(conn, AFMESH_HAL_ERROR, why);
+    }
+    reposts_.clear();
+
+    epoll_event ready[kEpollBatch];
+    const int n = epoll_wait(epoll_fd_, ready, kEpollBatch, 0);
+    if (n < 0 && errno != EINTR) return host_error(AFMESH_HAL_ERROR, "poll: epoll_wait: %s", strerror(errno));
+    for (int i = 0; i < n; ++i) dispatch(ready[i].data.ptr, ready[i].events);
+
+    EventSink sink(events, max);
+    replay_early(sink);
+    reap(sink);
+    report(sink);
+    return sink.count();
+}
+
+void Context::dispatch(void *tag, uint32_t events) {
+    if (tag == &wake_tag_) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof count);
+    } else if (tag == &channel_tag_) {
+        drain_channel();
+    } else if (tag == &async_tag_) {
+        handle_async_events();
+    } else if (tag == &listen_tag_) {
+        accept_side_channels();
+    } else {
+        progress_handshake(static_cast<Connection *>(tag), events);
+    }
+}
+
+// Consumes the channel's notifications (acknowledged at once: destroy_cq
+// waits for every one) so the level-triggered fd quiets; re-armed by arm().
+void Context::drain_channel() {
+    ibv_cq *cq = nullptr;
+    void *cq_context = nullptr;
+    unsigned count = 0;
+    while (api_->get_cq_event(channel_, &cq, &cq_context) == 0) ++count;
+    if (count) api_->ack_cq_events(fabric_.cq, count);
+}
+
+void Context::handle_async_events() {
+    ibv_async_event event;
+    while (api_->get_async_event(discovery_.context, &event) == 0) {
+        const char *name = api_->event_type_str(event.event_type);
+        switch (event.event_type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR: {
+            const auto it = by_qpn_.find(event.element.qp->qp_num);
+            host_log(AFMESH_LOG_WARN, "async event %s on QP %" PRIu32, name, event.element.qp->qp_num);
+            if (it != by_qpn_.end())
+                fail(it->second, event.event_type == IBV_EVENT_QP_ACCESS_ERR ? AFMESH_HAL_ACCESS : AFMESH_HAL_PEER_FAILED,
+                     std::string("the QP reported ") + name);
+            break;
+        }
+        case IBV_EVENT_CQ_ERR:
+        case IBV_EVENT_DEVICE_FATAL:
+            host_log(AFMESH_LOG_ERROR, "async event %s on %s: every connection fails", name,
+                     fabric_.port.device.c_str());
+            for (Connection *conn : std::vector<Connection *>(connections_.begin(), connections_.end()))
+                fail(conn, AFMESH_HAL_ERROR, std::string("the device reported ") + name);
+            break;
+        default: host_log(AFMESH_LOG_INFO, "async event %s on %s", name, fabric_.port.device.c_str()); break;
+        }
+        api_->ack_async_event(&event);
+    }
+}
+
+void Context::accept_side_channels() {
+    for (;;) {
+        sockaddr_storage peer{};
+        socklen_t length = sizeof peer;
+        const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) host_log(AFMESH_LOG_WARN, "accept: %s", strerror(errno));
+            return;
+        }
+        auto conn = std::make_unique<Connection>(fabric_, fd, Connection::State::kAwaitRequest, format_sockaddr(peer));
+        connections_.insert(conn.get());
+        set_interest(conn.get(), EPOLLIN);
+        conn.release();
+    }
+}
+
+// The connection set-up state machine, driven by side-channel readiness.
+void Context::progress_handshake(Connection *conn, uint32_t events) {
+    using State = Connection::State;
+    std::string why;
+    const State state = conn->state();
+    if (state == State::kFailed) return;
+    if (state == State::kDialing) {
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+        if (const int error = socket_error(conn->fd()); error != 0)
+            return fail(conn, AFMESH_HAL_PEER_FAILED, "connect to " + conn->peer() + ": " + strerror(error));
+        if (!conn->send_request(&why)) return fail(conn, AFMESH_HAL_PEER_FAILED, why);
+        conn->set_state(State::kAwaitReply);
+        set_interest(conn, EPOLLIN);
+        return;
+    }
+    if (state == State::kIncoming || state == State::kEstablished) {
+        uint8_t byte;
+        size_t filled = 0;
+        const int rc = read_some(conn->fd(), &byte, 1, &filled, &why);
+        if (rc == 0) return;
+        return fail(conn, AFMESH_HAL_PEER_FAILED,
+                    rc < 0 ? "peer " + conn->peer() + ": " + why : "unexpected data on the side channel from " + conn->peer());
+    }
+    const int rc = conn->read_handshake(&why);
+    if (rc == 0) return;
+    if (rc < 0) return fail(conn, AFMESH_HAL_PEER_FAILED, "handshake with " + conn->peer() + ": " + why);
+    const HandshakeType expected = state == State::kAwaitReply    ? HandshakeType::kReply
+                                   : state == State::kAwaitRequest ? HandshakeType::kRequest
+                                                                   : HandshakeType::kReady;
+    QpInfo remote;
+    const uint8_t local_link = fabric_.port.roce ? kLinkEthernet : kLinkInfiniBand;
+    if (!decode_handshake(conn->inbox(), expected, &remote, &why))
+        return fail(conn, AFMESH_HAL_PEER_FAILED, "bad handshake from " + conn->peer() + ": " + why);
+    if (remote.link != local_link)
+        return fail(conn, AFMESH_HAL_PEER_FAILED, "handshake from " + conn->peer() + ": link layers differ");
+    switch (expected) {
+    case HandshakeType::kReply:
+        if (!conn->on_reply(remote, &why)) return fail(conn, AFMESH_HAL_PEER_FAILED, why);
+        conn->set_state(State::kEstablished);
+        connected_.push_back(conn);
+        return;
+    case HandshakeType::kRequest:
+        if (!reserve_cq(&why)) return fail(conn, AFMESH_HAL_NO_MEMORY, why);
+        if (!conn->on_request(remote, &why)) {
+            if (conn->qpn() == 0) release_cq();  // forget() releases it once the QP exists
+            return fail(conn, AFMESH_HAL_PEER_FAILED, why);
+        }
+        by_qpn_[conn->qpn()] = conn;
+        conn->set_state(State::kAwaitReady);
+        return;
+    case HandshakeType::kReady:
+        conn->set_state(State::kIncoming);
+        incoming_.push_back(conn);
+        return;
+    }
+}
+
+// Fails `conn` once. A connection nobody holds yet is dropped quietly (its
+// dialer hears of it through the side channel); one in incoming_ keeps its
+// failure for when it is accepted.
+void Context::fail(Connection *conn, int status, const std::string &reason) {
+    const bool in_incoming = conn->state() == Connection::State::kIncoming;
+    if (!conn->fail(status, reason)) return;
+    set_interest(conn, 0);
+    if (conn->visible) {
+        host_log(AFMESH_LOG_INFO, "connection to %s failed: %s", conn->peer().c_str(), reason.c_str());
+        failed_.push_back(conn);
+        wake();
+    } else if (!in_incoming) {
+        host_log(AFMESH_LOG_INFO, "dropping a connection from %s during set-up: %s", conn->peer().c_str(),
+                 reason.c_str());
+        forget(conn);
+        delete conn;
+    }
+}
+
+// Takes up to the sink's room of completions (each makes at most one
+// event), first those arm() took.
+void Context::reap(EventSink &sink) {
+    while (!stash_.empty() && !sink.full()) {
+        const ibv_wc wc = stash_.front();
+        stash_.pop_front();
+        complete(wc, sink);
+    }
+    ibv_wc batch[32];
+    while (!sink.full()) {
+        const int want = std::min<int>(sink.room(), 32);
+        const int n = api_->poll_cq(fabric_.cq, want, batch);
+        if (n < 0) {
+            host_log(AFMESH_LOG_ERROR, "ibv_poll_cq failed: %d", n);
+            return;
+        }
+        for (int i = 0; i < n; ++i) complete(batch[i], sink);
+        if (n < want) return;  // drained
+    }
+}
+
+void Context::complete(const ibv_wc &wc, EventSink &sink) {
+    const auto it = by_qpn_.find(wc.qp_num);
+    if (it == by_qpn_.end()) return;  // a connection closed since
+    Connection *conn = it->second;
+    if (conn->state() == Connection::State::kFailed) return;  // flushes after the failure
+    if (wc.status != IBV_WC_SUCCESS) {
+        // The opcode of an error completion is undefined; the wr_id says which queue.
+        const char *queue = (wc.wr_id & kRecvTag) ? "receive" : "send";
+        char reason[256];
+        snprintf(reason, sizeof reason, "%s completion failed: %s (status %d, vendor error 0x%x)", queue,
+                 api_->wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err);
+        return fail(conn, status_of(wc.status), reason);
+    }
+    if (!conn->visible) {
+        conn->early.push_back(wc);
+        return;
+    }
+    if (!(wc.wr_id & kRecvTag)) {
+        std::string why;
+        bool ok = false;
+        conn->on_send_completion(wc, sink, &why, &ok);
+        if (!ok) fail(conn, AFMESH_HAL_ERROR, why);
+        return;
+    }
+    const auto slot = static_cast<uint32_t>(wc.wr_id & ~kRecvTag);
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        sink.add(AFMESH_NET_EV_IMM, conn->handle()).imm = ntohl(wc.imm_data);
+        std::string why;
+        if (!conn->repost(slot, &why)) fail(conn, AFMESH_HAL_ERROR, why);
+        return;
+    }
+    afmesh_net_event &event = sink.add(AFMESH_NET_EV_RECV, conn->handle());
+    event.data = conn->recv_slot(slot);
+    event.len = wc.byte_len;
+    reposts_.emplace_back(conn, slot);  // once the caller is done with the data
+}
+
+void Context::replay_early(EventSink &sink) {
+    size_t done = 0;
+    for (; done < replay_.size() && !sink.full(); ++done) {
+        Connection *conn = replay_[done];
+        size_t used = 0;
+        for (; used < conn->early.size() && !sink.full(); ++used) complete(conn->early[used], sink);
+        conn->early.erase(conn->early.begin(), conn->early.begin() + static_cast<ptrdiff_t>(used));
+        if (!conn->early.empty()) break;
+    }
+    replay_.erase(replay_.begin(), replay_.begin() + static_cast<ptrdiff_t>(done));
+}
+
+// Set-up results and failures, after the completions reaped in this poll,
+// which precede the failure of their connection.
+void Context::report(EventSink &sink) {
+    size_t n = 0;
+    for (; n < connected_.size() && !sink.full(); ++n) sink.add(AFMESH_NET_EV_CONNECTED, connected_[n]->handle());
+    connected_.erase(connected_.begin(), connected_.begin() + static_cast<ptrdiff_t>(n));
+    for (n = 0; n < failed_.size() && !sink.full(); ++n) {
+        afmesh_net_event &event = sink.add(AFMESH_NET_EV_CONN_ERROR, failed_[n]->handle());
+        event.status = failed_[n]->failure_status();
+        event.reason = failed_[n]->failure_reason();
+    }
+    failed_.erase(failed_.begin(), failed_.begin() + static_cast<ptrdiff_t>(n));
+    if (!incoming_.empty() && !incoming_announced_ && !sink.full()) {
+        sink.add(AFMESH_NET_EV_INCOMING, nullptr);
+        incoming_announced_ = true;
+    }
+}
+
+int Context::wait_fd(int *fd) const {
+    if (!fd) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "get_wait_fd: null pointer");
+    *fd = epoll_fd_;
+    return AFMESH_HAL_OK;
+}
+
+// The ibv_req_notify_cq pattern: arm the CQ, then look once more, since a
+// completion that landed before the arm raises no notification. What that
+// look finds is kept for the next poll().
+int Context::arm() {
+    std::lock_guard lock(progress_mu_);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    drain_channel();
+    if (const int rc = api_->req_notify_cq(fabric_.cq, 0); rc != 0) {
+        sleeping_.store(false, std::memory_order_seq_cst);
+        return host_error(AFMESH_HAL_ERROR, "ibv_req_notify_cq: %s", strerror(rc));
+    }
+    ibv_wc batch[32];
+    int n;
+    while ((n = api_->poll_cq(fabric_.cq, 32, batch)) > 0) stash_.insert(stash_.end(), batch, batch + n);
+    const bool pending = !stash_.empty() || !connected_.empty() || !failed_.empty() || !replay_.empty() ||
+                         !reposts_.empty() || (!incoming_.empty() && !incoming_announced_);
+    if (!pending) return AFMESH_HAL_OK;
+    sleeping_.store(false, std::memory_order_seq_cst);
+    return AFMESH_HAL_AGAIN;
+}
+
+void Context::wake() {
+    if (!sleeping_.exchange(false, std::memory_order_seq_cst)) return;
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);  // fails only when already signalled
+}
+
+int Context::describe(char *buf, size_t len) {
+    std::string text = "verbs library: " + verbs_->path() + "\n";
+    for (const std::string &line : discovery_.found) text += line + "\n";
+    text += "side channel (connection set-up and liveness only): " + format_sockaddr(side_host_) + ", from " +
+            side_source_ + "\n";
+    text += "RC QPs: " + std::to_string(kSendDepth) + " send / " + std::to_string(kRecvDepth) +
+            " receive work requests, inline up to " + std::to_string(kMaxInline) + " B, messages up to " +
+            std::to_string(kMaxSendSize) + " B, path MTU " + mtu_name(fabric_.port.mtu) + "\n";
+    text += gpudirect_.describe();
+    snprintf(buf, len, "%s", text.c_str());
+    return AFMESH_HAL_OK;
+}
+
+}  // namespace afmesh::ibverbs
