@@ -122,7 +122,8 @@ int Connection::write_imm(const void *src, size_t bytes, uint32_t lkey, uint64_t
     wr.wr.rdma.rkey = rkey;
     std::lock_guard lock(tx_mu_);
     if (const int rc = check_postable_locked("write_imm"); rc != AFMESH_HAL_OK) return rc;
-    return post_locked(wr, flags & AFMESH_NET_SIGNAL, -1, AFMESH_NET_EV_WRITE_DONE, cookie);
+    return post_locked(wr, flags & AFMESH_NET_SIGNAL, -1, (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0,
+                       cookie);
 }
 
 int Connection::send(const void *buf, size_t len, uint32_t flags, uint64_t cookie) {

@@ -39,8 +39,7 @@ public:
         kDialing,       ///< client: TCP connect to the side channel in progress
         kAwaitReply,    ///< client: REQUEST sent
         kAwaitRequest,  ///< server: side channel accepted
-        kAwaitReady,    ///< server: REPLY sent, QP is RTS
-        kIncoming,      ///< server: set up, waiting for accept()
+        kAwaitReady,    ///< server: REPLY sent, QP is RTS, accept-able; posts wait for READY
         kEstablished,
         kFailed,
     };

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -22,6 +23,8 @@ namespace {
 constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
 constexpr int kInitialCqSize = 4096;
 constexpr int kCqPerQp = static_cast<int>(kSendDepth + kRecvDepth);
+// AFMESH_NET_MORE is a hint; every request is posted (and its doorbell rung) at once.
+constexpr uint32_t kKnownFlags = AFMESH_NET_SIGNAL | AFMESH_NET_MORE;
 
 template <class T>
 void erase_all(std::vector<T> &items, const T &item) {
@@ -228,8 +231,14 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
     conn->visible = true;
     by_qpn_[conn->qpn()] = conn.get();
     connections_.insert(conn.get());
-    set_interest(conn.get(), EPOLLOUT | EPOLLIN);
-    *out = conn.release()->handle();
+    *out = conn->handle();
+    // A connect that completed at once (loopback, a near peer) sends its
+    // REQUEST now, so the listener can set up without waiting for our poll().
+    pollfd ready{fd, POLLOUT, 0};
+    if (::poll(&ready, 1, 0) == 1)
+        send_request(conn.release());
+    else
+        set_interest(conn.release(), EPOLLOUT | EPOLLIN);
     return AFMESH_HAL_OK;
 }
 
@@ -254,7 +263,7 @@ int Context::accept(afmesh_net_conn **out) {
 int Context::close(afmesh_net_conn *handle) {
     Connection *conn = Connection::from(handle);
     std::lock_guard lock(progress_mu_);
-    if (!handle || !conn->visible || !connections_.count(conn))
+    if (!handle || !connections_.count(conn) || !conn->visible)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
     forget(conn);
     closed_.push_back(conn);
@@ -342,7 +351,7 @@ int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afm
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
     if (!conn || !dst || (bytes > 0 && !src))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
-    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+    if ((flags & ~kKnownFlags) != 0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
     if (bytes > fabric_.port.max_msg_size)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes exceed the port's max_msg_sz %" PRIu32,
@@ -375,7 +384,7 @@ int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afm
 
 int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
     if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
-    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+    if ((flags & ~kKnownFlags) != 0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
     if (len > kMaxSendSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
@@ -422,8 +431,8 @@ void Context::dispatch(void *tag, uint32_t events) {
         handle_async_events();
     } else if (tag == &listen_tag_) {
         accept_side_channels();
-    } else {
-        progress_handshake(static_cast<Connection *>(tag), events);
+    } else if (auto *conn = static_cast<Connection *>(tag); connections_.count(conn)) {
+        progress_handshake(conn, events);  // (one failed by an earlier event of this batch may be gone)
     }
 }
 
@@ -482,6 +491,16 @@ void Context::accept_side_channels() {
     }
 }
 
+// Client: the side channel is connected (or failed to): send our QP's REQUEST.
+void Context::send_request(Connection *conn) {
+    std::string why;
+    if (const int error = socket_error(conn->fd()); error != 0)
+        return fail(conn, AFMESH_HAL_PEER_FAILED, "connect to " + conn->peer() + ": " + strerror(error));
+    if (!conn->send_request(&why)) return fail(conn, AFMESH_HAL_PEER_FAILED, why);
+    conn->set_state(Connection::State::kAwaitReply);
+    set_interest(conn, EPOLLIN);
+}
+
 // The connection set-up state machine, driven by side-channel readiness.
 void Context::progress_handshake(Connection *conn, uint32_t events) {
     using State = Connection::State;
@@ -490,14 +509,9 @@ void Context::progress_handshake(Connection *conn, uint32_t events) {
     if (state == State::kFailed) return;
     if (state == State::kDialing) {
         if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
-        if (const int error = socket_error(conn->fd()); error != 0)
-            return fail(conn, AFMESH_HAL_PEER_FAILED, "connect to " + conn->peer() + ": " + strerror(error));
-        if (!conn->send_request(&why)) return fail(conn, AFMESH_HAL_PEER_FAILED, why);
-        conn->set_state(State::kAwaitReply);
-        set_interest(conn, EPOLLIN);
-        return;
+        return send_request(conn);
     }
-    if (state == State::kIncoming || state == State::kEstablished) {
+    if (state == State::kEstablished) {
         uint8_t byte;
         size_t filled = 0;
         const int rc = read_some(conn->fd(), &byte, 1, &filled, &why);
@@ -530,11 +544,12 @@ void Context::progress_handshake(Connection *conn, uint32_t events) {
             return fail(conn, AFMESH_HAL_PEER_FAILED, why);
         }
         by_qpn_[conn->qpn()] = conn;
+        // Accept-able now; posting waits (AGAIN) for READY, when the dialer's QP can receive.
         conn->set_state(State::kAwaitReady);
+        incoming_.push_back(conn);
         return;
     case HandshakeType::kReady:
-        conn->set_state(State::kIncoming);
-        incoming_.push_back(conn);
+        conn->set_state(State::kEstablished);
         return;
     }
 }
@@ -543,7 +558,7 @@ void Context::progress_handshake(Connection *conn, uint32_t events) {
 // dialer hears of it through the side channel); one in incoming_ keeps its
 // failure for when it is accepted.
 void Context::fail(Connection *conn, int status, const std::string &reason) {
-    const bool in_incoming = conn->state() == Connection::State::kIncoming;
+    const bool in_incoming = std::find(incoming_.begin(), incoming_.end(), conn) != incoming_.end();
     if (!conn->fail(status, reason)) return;
     set_interest(conn, 0);
     if (conn->visible) {

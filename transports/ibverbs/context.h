@@ -76,6 +76,7 @@ private:
     void drain_channel();
     void handle_async_events();
     void accept_side_channels();
+    void send_request(Connection *conn);
     void progress_handshake(Connection *conn, uint32_t events);
     void fail(Connection *conn, int status, const std::string &reason);
     void forget(Connection *conn);

@@ -6,9 +6,9 @@
 namespace afmesh::ibverbs {
 
 /** Largest send(): one receive buffer. Control and metadata messages only. */
-inline constexpr uint32_t kMaxSendSize = 4096;
+inline constexpr uint32_t kMaxSendSize = 8192;
 /** Receives posted per QP: caps.recv_depth, the credit the core respects. */
-inline constexpr uint32_t kRecvDepth = 64;
+inline constexpr uint32_t kRecvDepth = 32;
 /** Work requests per send queue. */
 inline constexpr uint32_t kSendDepth = 128;
 /** A signal is forced at least this often so unsignalled requests retire their send-queue slots. */
