@@ -37,7 +37,8 @@ def test_registered_buffers_barriers_traces_and_misuse_with_two_servers(run_fser
 
 
 def test_calls_before_init_say_so():
-    for call in (lambda: fserver.push_pull([], [], [], []), fserver.get_batch, fserver.stop and fserver.get_batch):
+    for call in (lambda: fserver.push_pull([], [], [], []), fserver.get_batch, lambda: fserver.fetch_trace(1),
+                 lambda: fserver.barrier(True, True), lambda: fserver.register_recv_buffer(bytearray(8), [0], [0])):
         with pytest.raises(afmesh.Closed, match="init"):
             call()
     fserver.stop()  # stopping what never started is harmless

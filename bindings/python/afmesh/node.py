@@ -93,7 +93,10 @@ class _Member:
     def close(self):
         """Leaves the cluster cleanly (waiting a bounded time for the others) and frees the node.
 
-        Safe to call twice. Calls made afterwards raise :class:`afmesh.Closed`.
+        Calls blocked on this node in other threads raise :class:`afmesh.Closed`
+        within 0.1 s, as do calls made afterwards. The node is freed even if the
+        others do not stop in time; that still raises Timeout naming who did not.
+        Safe to call twice.
         """
         ptr = self._live.close()
         if ptr is not None:
