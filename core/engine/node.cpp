@@ -8,6 +8,9 @@
 namespace afmesh {
 namespace {
 
+// Marks the signalled BYE of say_goodbye(); no other send is signalled.
+constexpr uint64_t kFarewellCookie = UINT64_MAX;
+
 std::chrono::milliseconds config_ms(const Config &config, const char *name) {
     return std::chrono::milliseconds(config.get_int(name));
 }
@@ -213,14 +216,15 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
             if (role_ == Role::kServer && peer >= 0) server_->on_write_done(peer, ev.cookie);
             break;
         case AFMESH_NET_EV_SEND_DONE:
+            if (ev.cookie == kFarewellCookie) farewell_done_locked(ev.conn);
             break;
         case AFMESH_NET_EV_CONN_ERROR:
+            farewell_done_locked(ev.conn);
             if (peer >= 0) fail_peer(peer, {static_cast<Code>(ev.status), ev.reason ? ev.reason : "connection failed"});
             break;
         }
     }
-    if (worker_) worker_->flush();
-    if (server_) server_->flush();
+    (void)flush_engines_locked();
 }
 
 void Node::fail_peer(int32_t rank, const Status &why) {
@@ -243,19 +247,59 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
 Status Node::stop() {
     if (stopped_ || !control_) return Status::ok();
     stopped_ = true;
+    if (progress_) say_goodbye();
     close_data_plane();
     return control_->stop(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS"));
 }
 
-// Says BYE and closes every data connection, so peers still waiting on this
-// node (a server in get_batch, a worker in wait) learn at once that it has
-// gone, instead of when the whole cluster has agreed to stop.
+bool Node::flush_engines_locked() {
+    const bool worker_drained = !worker_ || worker_->flush();
+    const bool server_drained = !server_ || server_->flush();
+    return worker_drained && server_drained;
+}
+
+// Says BYE to every peer, so those still waiting on this node (a server in
+// get_batch, a worker in wait) learn at once that it has gone instead of when
+// the whole cluster has agreed to stop. The BYE goes behind everything queued
+// for the peer, and the connections stay open until it has left (its
+// SEND_DONE, which also covers what was posted before it): close() drops
+// what a transport still holds, and that could be a last response. Bounded
+// by the peer timeout: a peer that has stopped reading is given up on.
+void Node::say_goodbye() {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(config_ms(config_, "AFMESH_PEER_TIMEOUT_MS"));
+    for (;;) {
+        {
+            std::lock_guard lock(mu_);
+            if (flush_engines_locked() || Clock::now() >= deadline) break;
+        }
+        // Retried after the transport has made progress; rarely more than once.
+        (void)progress_->wait_until([] { return false; },
+                                    std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
+    }
+    {
+        std::lock_guard lock(mu_);
+        std::vector<uint8_t> bye;
+        wire::encode_bye(bye);
+        for (afmesh_net_conn *conn : conns_)
+            if (transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(), AFMESH_NET_SIGNAL,
+                                       kFarewellCookie) == AFMESH_HAL_OK)
+                farewells_.insert(conn);
+        farewells_left_.store(farewells_.size());
+    }
+    (void)progress_->wait_until([this] { return farewells_left_.load() == 0; }, deadline);
+}
+
+// A BYE has left, or its connection failed: one farewell fewer to wait for.
+void Node::farewell_done_locked(afmesh_net_conn *conn) {
+    if (farewells_.erase(conn) == 0) return;
+    farewells_left_.store(farewells_.size());
+    progress_->notify_waiters();
+}
+
+// Closes every data connection; operations on them fail with CLOSED.
 void Node::close_data_plane() {
     std::lock_guard lock(mu_);
-    std::vector<uint8_t> bye;
-    wire::encode_bye(bye);
     for (afmesh_net_conn *conn : conns_) {
-        transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(), 0, 0);
         transport_->net().close(transport_->ctx(), conn);
         auto it = peer_of_.find(conn);
         if (it != peer_of_.end() && it->second >= 0)
@@ -263,6 +307,7 @@ void Node::close_data_plane() {
     }
     conns_.clear();
     peer_of_.clear();
+    farewells_.clear();
 }
 
 Node::~Node() {

@@ -3,10 +3,12 @@
 // transport's completions to the worker or server engine, and stops cleanly.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "afmesh/afmesh.h"
 #include "config.h"
@@ -63,6 +65,9 @@ private:
     Status connect_data_plane(Clock::time_point deadline);
     void accept_pending();
     void accept_pending_locked();
+    void say_goodbye();
+    void farewell_done_locked(afmesh_net_conn *conn);
+    bool flush_engines_locked();
     void close_data_plane();
     void dispatch(const afmesh_net_event *events, int count);
     void on_peer_down(Role role, int32_t rank, const std::string &reason);
@@ -80,6 +85,9 @@ private:
     std::unordered_map<afmesh_net_conn *, int32_t> peer_of_;  // connection -> peer rank (-1: not identified yet)
     std::vector<afmesh_net_conn *> conns_;
     int connected_ = 0;  // worker: servers whose connection is up
+    // Connections whose BYE has not left yet (say_goodbye); the count is read by waiters without the lock.
+    std::unordered_set<afmesh_net_conn *> farewells_;
+    std::atomic<size_t> farewells_left_{0};
     bool stopped_ = false;
 };
 

@@ -236,12 +236,15 @@ void ServerEngine::on_write_done(int32_t worker_rank, uint64_t cookie) {
     ctx_.progress.notify_waiters();
 }
 
-void ServerEngine::flush() {
+bool ServerEngine::flush() {
+    bool drained = true;
     for (size_t w = 0; w < workers_.size(); ++w) {
         Worker &worker = *workers_[w];
         if (worker.failed.load() || !worker.outbox || worker.outbox->empty()) continue;
         if (Status s = worker.outbox->flush(); !s) fail_worker(static_cast<int32_t>(w), s);
+        drained = drained && (worker.failed.load() || worker.outbox->empty());
     }
+    return drained;
 }
 
 bool ServerEngine::batch_ready(afmesh_batch_mode mode) const {

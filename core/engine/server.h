@@ -54,7 +54,8 @@ public:
     void on_imm(int32_t worker, uint32_t imm);
     void on_write_done(int32_t worker, uint64_t cookie);
     void fail_worker(int32_t worker, const Status &why);
-    void flush();
+    /** Retries work held back by a full send queue; true when none is held back any more. */
+    bool flush();
     bool all_workers_attached() const;
 
 private:

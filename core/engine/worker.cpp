@@ -348,12 +348,15 @@ void WorkerEngine::fail_server(int32_t server_rank, const Status &why) {
     }
 }
 
-void WorkerEngine::flush() {
+bool WorkerEngine::flush() {
+    bool drained = true;
     for (size_t s = 0; s < servers_.size(); ++s) {
         Server &server = servers_[s];
         if (server.failed || !server.outbox || server.outbox->empty()) continue;
         if (Status st = server.outbox->flush(); !st) fail_server(static_cast<int32_t>(s), st);
+        drained = drained && (server.failed || server.outbox->empty());
     }
+    return drained;
 }
 
 Status WorkerEngine::find_op(afmesh_handle handle, Op **op, bool retired_ok) {

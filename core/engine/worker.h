@@ -43,8 +43,8 @@ public:
     void on_message(int32_t server, const void *data, size_t len);
     void on_imm(int32_t server, uint32_t imm);
     void fail_server(int32_t server, const Status &why);
-    /** Retries work held back by a full send queue. */
-    void flush();
+    /** Retries work held back by a full send queue; true when none is held back any more. */
+    bool flush();
 
 private:
     struct PushSpec {
