@@ -34,8 +34,14 @@ public:
     /** `scheduler`: where the scheduler listens (default: a free loopback port). */
     Cluster(int workers, int servers, std::string scheduler = with_free_port("127.0.0.1:0"))
         : workers_(workers), servers_(servers), scheduler_(std::move(scheduler)) {
-        for (char **e = environ; *e; ++e)
-            if (std::string(*e).rfind("AFMESH_", 0) != 0) base_env_.push_back(*e);
+        // The nodes see none of this process's AFMESH_* settings except the
+        // transport choice, so ctest can run the same clusters over each transport.
+        for (char **e = environ; *e; ++e) {
+            const std::string setting = *e;
+            if (setting.rfind("AFMESH_", 0) != 0 || setting.rfind("AFMESH_TRANSPORT=", 0) == 0 ||
+                setting.rfind("AFMESH_FABRIC_PROVIDER=", 0) == 0)
+                base_env_.push_back(setting);
+        }
         // Fast failure detection so the fault tests end quickly.
         for (const char *setting : {"AFMESH_HEARTBEAT_MS=100", "AFMESH_PEER_TIMEOUT_MS=1500",
                                     "AFMESH_CONNECT_TIMEOUT_MS=30000"})

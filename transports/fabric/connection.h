@@ -1,5 +1,5 @@
-// One emulated connection end: a local endpoint and a peer endpoint's
-// address in the AV, plus the ids both ends gave the connection in the
+// One emulated connection end: its own local endpoint, the peer endpoint's
+// address in the AV, and the ids both ends gave the connection in the
 // handshake. Owned by the context; its address is the afmesh_net_conn handle.
 #pragma once
 
@@ -37,7 +37,9 @@ struct Connection {
     static Connection *from(afmesh_net_conn *handle) { return reinterpret_cast<Connection *>(handle); }
 
     Endpoint *const endpoint;
-    const fi_addr_t peer;  // the peer endpoint in the context's AV
+    // The peer endpoint in the context's AV: the listener until ACCEPT names
+    // the peer's connection endpoint (set before the state's release store).
+    fi_addr_t peer;
     const uint32_t id;     // this end's id, unique in the context
     uint32_t remote_id = 0;  // the peer end's id, from HELLO or ACCEPT
     std::atomic<State> state{State::kConnecting};
@@ -45,7 +47,8 @@ struct Connection {
 
     // Set once, by whoever moves the state to kFailed (published by that store).
     Failure failure;
-    // Events for an incoming connection, held until accept() returns it.
+    // Events that arrive before the caller may see them (an incoming
+    // connection before accept(), an outgoing one before ACCEPT): held.
     std::vector<HeldEvent> held;
     // Transmit operations in flight that point at this connection.
     std::atomic<uint32_t> outstanding{0};

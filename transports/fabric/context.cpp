@@ -25,6 +25,10 @@ constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
 static_assert(std::size(kMemKindNames) == AFMESH_MEM_KIND_COUNT);
 constexpr size_t kMaxTxDepth = 1024;
 constexpr uint64_t kDefaultHandshakeMs = 30000;
+// AFMESH_NET_MORE is a hint the module may ignore: every operation is handed
+// to the provider when posted (FI_MORE could leave it there until an
+// operation without it, which the HAL does not promise will come).
+constexpr uint32_t kKnownFlags = AFMESH_NET_SIGNAL | AFMESH_NET_MORE;
 
 // The mr_mode bits granted, by name, for describe().
 std::string mr_mode_names(uint64_t mode) {
@@ -92,7 +96,7 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     caps->max_inline = static_cast<uint32_t>(std::min<size_t>(fabric_.inject_size, kMaxSendSize));
     caps->mem_kinds = AFMESH_MEM_BIT(AFMESH_MEM_HOST) | (selection_.hmem ? hmem_.device_kinds() : 0);
     caps->max_send_size = kMaxSendSize;
-    caps->recv_depth = 64;
+    caps->recv_depth = static_cast<uint32_t>(Endpoint::recv_depth());
     caps->max_addr_size = kMaxAddressBlob;
     caps->max_write_size = info->ep_attr->max_msg_size;
     return AFMESH_HAL_OK;
@@ -161,22 +165,27 @@ int Context::add_endpoint(Endpoint **out, Reason *why) {
 int Context::listen(void *addr, size_t *addr_len) {
     if (!addr || !addr_len) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: null address buffer");
     std::lock_guard lock(mu_);
-    if (listening_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
+    if (listener_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
+    if (*addr_len < kMaxAddressBlob)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs up to %zu bytes, the buffer has %zu",
+                          kMaxAddressBlob, *addr_len);
     Reason why;
-    Endpoint *primary = endpoints_.empty() ? nullptr : endpoints_.front().get();
-    if (!primary)
-        if (int rc = add_endpoint(&primary, &why); rc != AFMESH_HAL_OK) return host_error(rc, "listen: %s", why.text);
+    Endpoint *listener = nullptr;
+    if (int rc = add_endpoint(&listener, &why); rc != AFMESH_HAL_OK) return host_error(rc, "listen: %s", why.text);
     std::vector<uint8_t> blob;
-    if (!encode_address(fabric_.info->addr_format, primary->raw_address(), &blob))
-        return host_error(AFMESH_HAL_ERROR, "listen: the provider's address (%zu bytes) does not fit a blob",
-                          primary->raw_address().size());
-    if (*addr_len < blob.size())
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs %zu bytes, the buffer has %zu",
-                          blob.size(), *addr_len);
+    if (!encode_address(fabric_.info->addr_format, listener->raw_address(), &blob)) {
+        remove_endpoint(listener);
+        return host_error(AFMESH_HAL_ERROR, "listen: the provider's address does not fit an address blob");
+    }
     memcpy(addr, blob.data(), blob.size());
     *addr_len = blob.size();
-    listening_ = true;
+    listener_ = listener;
     return AFMESH_HAL_OK;
+}
+
+void Context::remove_endpoint(Endpoint *endpoint) {
+    if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, endpoint->wait_fd(), nullptr);
+    std::erase_if(endpoints_, [&](const std::unique_ptr<Endpoint> &e) { return e.get() == endpoint; });
 }
 
 int Context::insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why) {
@@ -195,44 +204,26 @@ int Context::insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Rea
     return AFMESH_HAL_OK;
 }
 
-// A connection must be the only one between its two endpoints, or a remote
-// write could not be attributed; and never the same endpoint at both ends.
-int Context::endpoint_for(const std::vector<uint8_t> &target_raw, fi_addr_t target, Endpoint **out, Reason *why) {
-    if (endpoints_.empty())
-        if (int rc = add_endpoint(out, why); rc != AFMESH_HAL_OK) return rc;
-    for (auto &endpoint : endpoints_)
-        if (endpoint->raw_address() != target_raw && !endpoint->dialled.count(target) &&
-            !endpoint->by_peer.count(target)) {
-            *out = endpoint.get();
-            return AFMESH_HAL_OK;
-        }
-    if (fabric_.mr_mode & FI_MR_ENDPOINT) {
-        why->format("provider %s binds registrations to one endpoint (FI_MR_ENDPOINT), so this context has one and "
-                    "it already has a connection to that peer (or is that peer)",
-                    fabric_.info->fabric_attr->prov_name);
-        return AFMESH_HAL_NOT_SUPPORTED;
-    }
-    return add_endpoint(out, why);
-}
-
-Connection *Context::new_connection(Endpoint *endpoint, fi_addr_t peer) {
+// A connection with its own endpoint, registered under a fresh id.
+Connection *Context::new_connection(fi_addr_t peer, Reason *why) {
+    Endpoint *endpoint = nullptr;
+    if (add_endpoint(&endpoint, why) != AFMESH_HAL_OK) return nullptr;
     while (next_id_ == 0 || connections_.count(next_id_)) ++next_id_;
     auto *conn = new Connection(endpoint, peer, next_id_++);
     connections_.emplace(conn->id, conn);
-    endpoint->by_peer[peer] = conn;
+    endpoint->owner = conn;
     return conn;
 }
 
-int Context::send_control(Connection *conn, Endpoint *endpoint, fi_addr_t dest, const Header &header,
-                          const std::vector<uint8_t> &payload, Reason *why) {
+int Context::send_control(Connection *conn, const Header &header, const std::vector<uint8_t> &payload, Reason *why) {
     Outgoing op;
     op.conn = conn;
-    op.dest = dest;
+    op.dest = conn->peer;
     op.copy.resize(kHeaderSize + payload.size());
     encode_header(header, op.copy.data());
     if (!payload.empty()) memcpy(op.copy.data() + kHeaderSize, payload.data(), payload.size());
     bool queued = false;
-    return endpoint->submit(std::move(op), &queued, why);
+    return conn->endpoint->submit(std::move(op), &queued, why);
 }
 
 int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
@@ -243,18 +234,15 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: %s", why.text);
     std::lock_guard lock(mu_);
     fi_addr_t target;
-    Endpoint *endpoint = nullptr;
     if (int rc = insert_address(raw, &target, &why); rc != AFMESH_HAL_OK)
         return host_error(rc, "connect: %s", why.text);
-    if (int rc = endpoint_for(raw, target, &endpoint, &why); rc != AFMESH_HAL_OK)
-        return host_error(rc, "connect: %s", why.text);
-    Connection *conn = new_connection(endpoint, target);
-    endpoint->dialled.insert(target);
+    Connection *conn = new_connection(target, &why);
+    if (!conn) return host_error(AFMESH_HAL_ERROR, "connect: %s", why.text);
     conn->deadline_ns = monotonic_ns() + handshake_ns_;
     connecting_.push_back(conn);
     std::vector<uint8_t> own;
-    encode_address(fabric_.info->addr_format, endpoint->raw_address(), &own);
-    const int rc = send_control(conn, endpoint, target, {MessageType::kHello, 0, conn->id}, own, &why);
+    encode_address(fabric_.info->addr_format, conn->endpoint->raw_address(), &own);
+    const int rc = send_control(conn, {MessageType::kHello, 0, conn->id}, own, &why);
     if (rc != AFMESH_HAL_OK) fail(conn, rc == AFMESH_HAL_AGAIN ? AFMESH_HAL_NO_MEMORY : rc, why.text);
     *out = conn->handle();
     return AFMESH_HAL_OK;
@@ -263,20 +251,13 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
 int Context::accept(afmesh_net_conn **out) {
     if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
     std::lock_guard lock(mu_);
-    if (!listening_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
+    if (!listener_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
     if (incoming_.empty()) return AFMESH_HAL_AGAIN;
     Connection *conn = incoming_.front();
     incoming_.pop_front();
     if (incoming_.empty()) incoming_announced_ = false;
     conn->state.store(Connection::State::kEstablished, std::memory_order_release);
-    // What arrived before the caller knew the connection is reported now.
-    for (HeldEvent &held : conn->held) {
-        Pending p;
-        p.event = held.event;
-        p.owned = std::move(held.data);
-        pending_.push_back(std::move(p));
-    }
-    conn->held.clear();
+    release_held(conn);
     *out = conn->handle();
     return AFMESH_HAL_OK;
 }
@@ -289,12 +270,9 @@ int Context::close(afmesh_net_conn *handle) {
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
     connections_.erase(it);
     const Connection::State before = conn->state.exchange(Connection::State::kClosed);
-    Endpoint *endpoint = conn->endpoint;
-    if (auto peer = endpoint->by_peer.find(conn->peer); peer != endpoint->by_peer.end() && peer->second == conn)
-        endpoint->by_peer.erase(peer);
     std::erase(connecting_, conn);
     std::erase(incoming_, conn);
-    endpoint->drop_backlog_of(conn);
+    conn->endpoint->drop_backlog_of(conn);
     purge_events_of(conn);
     {
         std::lock_guard lists(lists_mu_);
@@ -303,8 +281,7 @@ int Context::close(afmesh_net_conn *handle) {
     if (before != Connection::State::kFailed) {
         // Best effort: the peer learns of the close at once instead of on its next failed operation.
         Reason why;
-        if (send_control(nullptr, endpoint, conn->peer, {MessageType::kBye, conn->remote_id, conn->id}, {}, &why) !=
-            AFMESH_HAL_OK)
+        if (send_control(conn, {MessageType::kBye, conn->remote_id, conn->id}, {}, &why) != AFMESH_HAL_OK)
             host_log(AFMESH_LOG_DEBUG, "close: the goodbye was not sent: %s", why.text);
     }
     closed_.push_back(conn);
@@ -330,20 +307,9 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
                           "through pinned host memory; see `afmesh info`)",
                           fabric_.info->fabric_attr->prov_name,
                           mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
-    fid_ep *bind_to = nullptr;
-    if (fabric_.mr_mode & FI_MR_ENDPOINT) {
-        // User regions live on the primary endpoint, which must exist first.
-        std::lock_guard lock(mu_);
-        Reason why;
-        Endpoint *primary = endpoints_.empty() ? nullptr : endpoints_.front().get();
-        if (!primary)
-            if (int rc = add_endpoint(&primary, &why); rc != AFMESH_HAL_OK)
-                return host_error(rc, "mem_register: %s", why.text);
-        bind_to = primary->ep();
-    }
     Reason why;
     Registration *region = nullptr;
-    const int rc = registrar_->add(ptr, bytes, *mem, access, bind_to, &region, rkey, &why);
+    const int rc = registrar_->add(ptr, bytes, *mem, access, &region, rkey, &why);
     if (rc != AFMESH_HAL_OK) return host_error(rc, "mem_register: %s", why.text);
     *mr = reinterpret_cast<afmesh_net_mr *>(region);
     return AFMESH_HAL_OK;
@@ -374,7 +340,7 @@ int Context::write_imm(afmesh_net_conn *handle, const void *src, size_t bytes, a
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
     if (!handle || !dst || (bytes > 0 && !src))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
-    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+    if ((flags & ~kKnownFlags) != 0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
     if (bytes > fabric_.info->ep_attr->max_msg_size)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes exceed max_write_size %zu", bytes,
@@ -417,7 +383,7 @@ int Context::write_imm(afmesh_net_conn *handle, const void *src, size_t bytes, a
 
 int Context::send(afmesh_net_conn *handle, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
     if (!handle || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
-    if ((flags & ~AFMESH_NET_SIGNAL) != 0)
+    if ((flags & ~kKnownFlags) != 0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
     if (len > kMaxSendSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
@@ -487,7 +453,7 @@ int Context::describe(char *buf, size_t len) {
              "writes up to %zu B are injected (copied when posted); messages up to %u B\n"
              "progress: manual, driven by poll(); %s\n"
              "device memory: %s\n"
-             "endpoints open: %zu (one per peer endpoint pair; usually one)\n",
+             "endpoints open: %zu (one per connection, plus the listener)\n",
              selection_.survey.c_str(), info->fabric_attr->prov_name, info->domain_attr->name,
              requested ? "AFMESH_FABRIC_PROVIDER" : "libfabric's choice; set AFMESH_FABRIC_PROVIDER",
              FI_MAJOR(fi_version()), FI_MINOR(fi_version()), mr_mode_names(fabric_.mr_mode).c_str(),

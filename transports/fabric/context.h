@@ -78,24 +78,27 @@ private:
     int open_wait_set(Reason *why);
 
     // --- with mu_ held ---
-    int endpoint_for(const std::vector<uint8_t> &target_raw, fi_addr_t target, Endpoint **out, Reason *why);
     int add_endpoint(Endpoint **out, Reason *why);
+    void remove_endpoint(Endpoint *endpoint);
+    void free_closed();
+    void release_held(Connection *conn);
     int insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why);
-    Connection *new_connection(Endpoint *endpoint, fi_addr_t peer);
-    int send_control(Connection *conn, Endpoint *endpoint, fi_addr_t dest, const Header &header,
-                     const std::vector<uint8_t> &payload, Reason *why);
+    Connection *new_connection(fi_addr_t peer, Reason *why);
+    int send_control(Connection *conn, const Header &header, const std::vector<uint8_t> &payload, Reason *why);
     void fail(Connection *conn, int status, const char *reason);
     void purge_events_of(const Connection *conn);
     void push_event(uint32_t type, Connection *conn, uint64_t cookie = 0, uint32_t imm = 0);
-    void establish(Connection *conn, uint32_t remote_id);
+    void establish(Connection *conn, uint32_t remote_id, fi_addr_t peer);
+    void hold(Connection *conn, HeldEvent &&event);
 
     void progress(Endpoint *endpoint);
-    void on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry, fi_addr_t source);
+    void on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry);
     void on_error(Endpoint *endpoint);
     void on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure);
-    void on_remote_write(Endpoint *endpoint, uint64_t data, fi_addr_t source);
-    bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr_t source);
-    void on_hello(Endpoint *endpoint, const Header &header, const uint8_t *payload, size_t len);
+    void on_remote_write(Endpoint *endpoint, uint64_t data);
+    bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len);
+    void on_hello(const Header &header, const uint8_t *payload, size_t len);
+    void on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len);
     void expire_handshakes();
     void take_poster_failures();
 
@@ -112,8 +115,8 @@ private:
 
     std::mutex mu_;
     // --- guarded by mu_ ---
-    std::vector<std::unique_ptr<Endpoint>> endpoints_;  // [0] is the primary: it listens and carries user regions
-    bool listening_ = false;
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;  // the listener and one per connection
+    Endpoint *listener_ = nullptr;  // receives HELLOs; opened by listen()
     uint32_t next_id_ = 1;
     std::unordered_map<uint32_t, Connection *> connections_;  // live (not closed) connections by id
     std::map<std::vector<uint8_t>, fi_addr_t> addresses_;      // raw address -> AV entry

@@ -13,11 +13,11 @@
 namespace afmesh::fabric {
 namespace {
 
-// Posted receives per endpoint. Messages are small control and metadata
-// records; providers buffer unexpected ones beyond this.
-constexpr size_t kRecvSlots = 64;
+// Posted receives per endpoint (one connection's). Messages are small
+// control and metadata records; providers buffer unexpected ones beyond this.
+constexpr size_t kRecvSlots = 32;
 // Message buffers per endpoint for sends in flight.
-constexpr size_t kBounceSlots = 64;
+constexpr size_t kBounceSlots = 32;
 // Operations queued behind a provider that pushes back before the caller sees AGAIN.
 constexpr size_t kMaxBacklog = 65536;
 // Room for every transmit and receive completion plus remote writes arriving between polls.
@@ -25,8 +25,10 @@ constexpr size_t kCqSize = 4096;
 
 }  // namespace
 
+size_t Endpoint::recv_depth() { return kRecvSlots; }
+
 int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoint> *out, Reason *why) {
-    std::unique_ptr<Endpoint> e(new Endpoint(fabric, registrar));
+    std::unique_ptr<Endpoint> e(new Endpoint(fabric));
     fi_cq_attr cq_attr{};
     cq_attr.size = kCqSize;
     cq_attr.format = FI_CQ_FORMAT_DATA;
@@ -63,11 +65,11 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
     e->recv_memory_ = std::make_unique<uint8_t[]>(kRecvSlots * kMessageBufferSize);
     e->bounce_memory_ = std::make_unique<uint8_t[]>(kBounceSlots * kMessageBufferSize);
     if (int status = registrar.register_raw(e->recv_memory_.get(), kRecvSlots * kMessageBufferSize, AFMESH_MEM_HOST,
-                                            -1, FI_RECV, e->ep_, &e->recv_mr_, why);
+                                            -1, FI_RECV, &e->recv_mr_, why);
         status != AFMESH_HAL_OK)
         return status;
     if (int status = registrar.register_raw(e->bounce_memory_.get(), kBounceSlots * kMessageBufferSize,
-                                            AFMESH_MEM_HOST, -1, FI_SEND, e->ep_, &e->bounce_mr_, why);
+                                            AFMESH_MEM_HOST, -1, FI_SEND, &e->bounce_mr_, why);
         status != AFMESH_HAL_OK)
         return status;
     e->recv_desc_ = fi_mr_desc(e->recv_mr_);
@@ -123,8 +125,16 @@ int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
 int Endpoint::post_locked(Outgoing &op, Reason *why) {
     TxOp *ctx = free_ops_;
     if (!ctx) return AFMESH_HAL_AGAIN;
+    if (!op.is_write && free_bounces_.empty()) return AFMESH_HAL_AGAIN;
+    const int bounce = op.is_write ? -1 : free_bounces_.back();
+    // The context is complete before the provider sees it: another thread's
+    // poll() may reap the completion before the post call even returns.
+    ctx->conn = op.conn;
+    ctx->event = op.event;
+    ctx->cookie = op.cookie;
+    ctx->bounce = bounce;
+    if (op.conn) op.conn->outstanding.fetch_add(1, std::memory_order_relaxed);
     int rc;
-    int bounce = -1;
     if (op.is_write) {
         const void *src = op.copy.empty() ? op.src : op.copy.data();
         iovec iov{const_cast<void *>(src), op.bytes};
@@ -140,29 +150,29 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
         msg.context = &ctx->fi;
         msg.data = op.imm;
         // Every operation completes with its context (so errors name their
-        // connection); small ones are also copied at post (FI_INJECT).
-        uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION;
+        // connection), and only once the target has placed the data
+        // (FI_DELIVERY_COMPLETE): a target refusing the key then fails the
+        // write here, where tcp's default inject completion never would.
+        // Small ones are also copied at post (FI_INJECT).
+        uint64_t flags = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE;
         if (op.bytes <= fabric_.inject_size) flags |= FI_INJECT;
         rc = static_cast<int>(fi_writemsg(ep_, &msg, flags));
     } else {
-        if (free_bounces_.empty()) return AFMESH_HAL_AGAIN;
-        bounce = free_bounces_.back();
         uint8_t *buffer = bounce_memory_.get() + static_cast<size_t>(bounce) * kMessageBufferSize;
         memcpy(buffer, op.copy.data(), op.copy.size());
         rc = static_cast<int>(fi_send(ep_, buffer, op.copy.size(), bounce_desc_, op.dest, &ctx->fi));
     }
-    if (rc == -FI_EAGAIN) return AFMESH_HAL_AGAIN;
     if (rc != 0) {
+        // Not posted: the context and bounce buffer stay free.
+        if (op.conn) op.conn->outstanding.fetch_sub(1, std::memory_order_relaxed);
+        ctx->conn = nullptr;
+        ctx->bounce = -1;
+        if (rc == -FI_EAGAIN) return AFMESH_HAL_AGAIN;
         why->format("%s: %s", op.is_write ? "fi_writemsg" : "fi_send", fi_strerror(-rc));
         return status_of(-rc);
     }
     free_ops_ = ctx->next_free;
     if (bounce >= 0) free_bounces_.pop_back();
-    ctx->conn = op.conn;
-    ctx->event = op.event;
-    ctx->cookie = op.cookie;
-    ctx->bounce = bounce;
-    if (op.conn) op.conn->outstanding.fetch_add(1, std::memory_order_relaxed);
     return AFMESH_HAL_OK;
 }
 
@@ -192,13 +202,15 @@ void Endpoint::drop_backlog_of(const Connection *conn) {
                    backlog_.end());
 }
 
-void Endpoint::release(TxOp *op) {
+Endpoint::Finished Endpoint::release(TxOp *op) {
     std::lock_guard lock(tx_mu_);
+    const Finished finished{op->conn, op->event, op->cookie};
     if (op->bounce >= 0) free_bounces_.push_back(op->bounce);
     op->bounce = -1;
     op->conn = nullptr;
     op->next_free = free_ops_;
     free_ops_ = op;
+    return finished;
 }
 
 void Endpoint::repost(RecvSlot *slot) {

@@ -1,12 +1,13 @@
 // One RDM endpoint with its own completion queue, posted receive buffers,
 // transmit operation contexts and bounce buffers for messages.
 //
-// Why one CQ per endpoint: a remote write's completion names its source
-// address (FI_SOURCE) but not the local endpoint; with one CQ per endpoint
-// the pair (local endpoint, source) identifies the connection exactly. A
-// context normally has a single endpoint; it opens another only where a
-// second connection between the same two endpoints would be ambiguous (a
-// context connecting to itself, or to one peer endpoint twice).
+// Why one endpoint (and CQ) per connection end: a remote write's completion
+// carries the immediate but, in practice, not a trustworthy source: with
+// libfabric 1.17, tcp;ofi_rxm reports source 0 for every remote write with
+// CQ data, whatever FI_SOURCE promises, and shm reports 0 for a peer not yet
+// in the AV. An endpoint that serves exactly one connection attributes every
+// write it receives without asking the provider who sent it. Besides those,
+// a context has one listening endpoint, which only receives HELLOs.
 //
 // Transmit path (any thread, under tx_mu_): an operation is posted at once
 // when the provider takes it, else kept in an ordered backlog that poll()
@@ -22,8 +23,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "connection.h"
@@ -72,6 +71,8 @@ class Endpoint {
 public:
     /** Opens and enables an endpoint with its CQ, and posts its receives. */
     static int open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoint> *out, Reason *why);
+    /** Receives each endpoint keeps posted (caps.recv_depth). */
+    static size_t recv_depth();
     ~Endpoint();
     Endpoint(const Endpoint &) = delete;
     Endpoint &operator=(const Endpoint &) = delete;
@@ -94,23 +95,28 @@ public:
     /** close(): forgets the backlog's operations for `conn`. */
     void drop_backlog_of(const Connection *conn);
 
-    /** A transmit completion (or error) for `op`: frees its resources. */
-    void release(TxOp *op);
+    /** What a finished transmit was for. */
+    struct Finished {
+        Connection *conn;
+        uint32_t event;
+        uint64_t cookie;
+    };
+    /**
+     * A transmit completion (or error) for `op`: frees its resources and
+     * returns what it was for, read under the lock its poster held.
+     */
+    Finished release(TxOp *op);
     /** Gives `slot` back to the provider after its message has been consumed. */
     void repost(RecvSlot *slot);
 
-    // --- guarded by the context's lock ---
-    /** Connections by peer address: attributes remote writes (FI_SOURCE). */
-    std::unordered_map<fi_addr_t, Connection *> by_peer;
-    /** Peers this endpoint has dialled: never dialled again, so a late write of an old connection never lands in a new one. */
-    std::unordered_set<fi_addr_t> dialled;
+    /** The connection this endpoint serves; null for the listener. Guarded by the context's lock. */
+    Connection *owner = nullptr;
 
 private:
-    Endpoint(Fabric &fabric, Registrar &registrar) : fabric_(fabric), registrar_(registrar) {}
+    explicit Endpoint(Fabric &fabric) : fabric_(fabric) {}
     int post_locked(Outgoing &op, Reason *why);
 
     Fabric &fabric_;
-    Registrar &registrar_;
     fid_ep *ep_ = nullptr;
     fid_cq *cq_ = nullptr;
     int wait_fd_ = -1;

@@ -4,6 +4,7 @@
 
 #include "afmesh/hal/module.h"
 
+#include <cerrno>
 #include <cstdio>
 
 namespace afmesh::fabric {
@@ -45,6 +46,10 @@ bool read_cq_error(fid_cq *cq, fi_cq_err_entry *entry, const char *what, Failure
     char provider_text[160] = "";
     const char *detail = fi_cq_strerror(cq, entry->prov_errno, entry->err_data, provider_text, sizeof provider_text);
     failure->status = status_of(entry->err);
+    // tcp (xnet) reports a write its target refused for an unknown key as
+    // FI_ECANCELED with the target's errno as provider error: that is ACCESS.
+    if (entry->prov_errno == ENOENT || entry->prov_errno == EACCES || entry->prov_errno == EPERM)
+        failure->status = AFMESH_HAL_ACCESS;
     failure->reason.format("%s: %s (provider error %d: %s)", what, fi_strerror(entry->err), entry->prov_errno,
                            detail ? detail : "no detail");
     return true;

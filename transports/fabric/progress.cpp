@@ -50,18 +50,17 @@ void Context::fail(Connection *conn, int status, const char *reason) {
     conn->failure.status = status;
     conn->failure.reason.format("%s", reason);
     conn->endpoint->drop_backlog_of(conn);
+    conn->held.clear();
     std::erase(connecting_, conn);
     if (state == Connection::State::kIncoming) {
         host_log(AFMESH_LOG_INFO, "an incoming connection failed before it was accepted: %s", reason);
         conn->state.store(Connection::State::kClosed, std::memory_order_release);
         std::erase(incoming_, conn);
         connections_.erase(conn->id);
-        if (auto it = conn->endpoint->by_peer.find(conn->peer); it != conn->endpoint->by_peer.end() &&
-                                                                it->second == conn)
-            conn->endpoint->by_peer.erase(it);
         closed_.push_back(conn);
         return;
     }
+    host_log(AFMESH_LOG_INFO, "connection %" PRIu32 " failed (%d): %s", conn->id, status, reason);
     conn->state.store(Connection::State::kFailed, std::memory_order_release);
     Pending p;
     p.event.type = AFMESH_NET_EV_CONN_ERROR;
@@ -71,11 +70,39 @@ void Context::fail(Connection *conn, int status, const char *reason) {
     pending_.push_back(std::move(p));
 }
 
-void Context::establish(Connection *conn, uint32_t remote_id) {
+void Context::establish(Connection *conn, uint32_t remote_id, fi_addr_t peer) {
     conn->remote_id = remote_id;
+    conn->peer = peer;
     conn->state.store(Connection::State::kEstablished, std::memory_order_release);
     std::erase(connecting_, conn);
     push_event(AFMESH_NET_EV_CONNECTED, conn);
+    release_held(conn);
+}
+
+void Context::hold(Connection *conn, HeldEvent &&event) {
+    event.event.conn = conn->handle();
+    conn->held.push_back(std::move(event));
+}
+
+// What arrived before the caller could see the connection is reported now, in order.
+void Context::release_held(Connection *conn) {
+    for (HeldEvent &held : conn->held) {
+        Pending p;
+        p.event = held.event;
+        p.owned = std::move(held.data);
+        pending_.push_back(std::move(p));
+    }
+    conn->held.clear();
+}
+
+// Frees closed connections no operation refers to any more, with their endpoints.
+void Context::free_closed() {
+    std::erase_if(closed_, [&](Connection *conn) {
+        if (conn->outstanding.load(std::memory_order_acquire) != 0) return false;
+        remove_endpoint(conn->endpoint);
+        delete conn;
+        return true;
+    });
 }
 
 int Context::poll(afmesh_net_event *events, int max) {
@@ -87,17 +114,14 @@ int Context::poll(afmesh_net_event *events, int max) {
     for (Pending &p : delivered_)
         if (p.slot) p.endpoint->repost(p.slot);
     delivered_.clear();
-    std::erase_if(closed_, [](Connection *conn) {
-        if (conn->outstanding.load(std::memory_order_acquire) != 0) return false;
-        delete conn;
-        return true;
-    });
+    free_closed();
     if (wake_fd_ >= 0) {
         uint64_t count;
         [[maybe_unused]] ssize_t a = read(wake_fd_, &count, sizeof count);
         [[maybe_unused]] ssize_t b = read(timer_fd_, &count, sizeof count);
     }
-    for (auto &endpoint : endpoints_) progress(endpoint.get());
+    // By index: a HELLO handled here opens an endpoint for its connection.
+    for (size_t i = 0; i < endpoints_.size(); ++i) progress(endpoints_[i].get());
     take_poster_failures();
     expire_handshakes();
     if (!incoming_.empty() && !incoming_announced_) {
@@ -121,9 +145,8 @@ void Context::progress(Endpoint *endpoint) {
     for (auto &[conn, failure] : scratch_failures_) fail(conn, failure.status, failure.reason.text);
     scratch_failures_.clear();
     fi_cq_data_entry entries[kCqBatch];
-    fi_addr_t sources[kCqBatch];
     for (int read = 0; read < kCqBudget;) {
-        const ssize_t got = fi_cq_readfrom(endpoint->cq(), entries, kCqBatch, sources);
+        const ssize_t got = fi_cq_read(endpoint->cq(), entries, kCqBatch);
         if (got == -FI_EAGAIN) return;
         if (got == -FI_EAVAIL) {
             on_error(endpoint);
@@ -131,19 +154,19 @@ void Context::progress(Endpoint *endpoint) {
             continue;
         }
         if (got < 0) {
-            host_log(AFMESH_LOG_WARN, "fi_cq_readfrom: %s", fi_strerror(static_cast<int>(-got)));
+            host_log(AFMESH_LOG_WARN, "fi_cq_read: %s", fi_strerror(static_cast<int>(-got)));
             return;
         }
-        for (ssize_t i = 0; i < got; ++i) on_completion(endpoint, entries[i], sources[i]);
+        for (ssize_t i = 0; i < got; ++i) on_completion(endpoint, entries[i]);
         read += static_cast<int>(got);
     }
 }
 
-void Context::on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry, fi_addr_t source) {
+void Context::on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry) {
     auto *op = static_cast<OpContext *>(entry.op_context);
     const bool remote_write = (entry.flags & FI_REMOTE_CQ_DATA) && (entry.flags & (FI_RMA | FI_REMOTE_WRITE));
     if (remote_write) {
-        on_remote_write(endpoint, entry.data, source);
+        on_remote_write(endpoint, entry.data);
         // FI_RX_CQ_DATA providers consume a posted receive for it.
         if (op && op->kind == OpContext::Kind::kRecv) endpoint->repost(static_cast<RecvSlot *>(op));
         return;
@@ -158,7 +181,7 @@ void Context::on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry, f
         return;
     }
     auto *slot = static_cast<RecvSlot *>(op);
-    if (!on_message(endpoint, slot, entry.len, source)) endpoint->repost(slot);
+    if (!on_message(endpoint, slot, entry.len)) endpoint->repost(slot);
 }
 
 void Context::on_error(Endpoint *endpoint) {
@@ -179,10 +202,7 @@ void Context::on_error(Endpoint *endpoint) {
 }
 
 void Context::on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure) {
-    Connection *conn = op->conn;
-    const uint32_t event = op->event;
-    const uint64_t cookie = op->cookie;
-    endpoint->release(op);
+    const auto [conn, event, cookie] = endpoint->release(op);
     if (!conn) return;
     conn->outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (failure) {
@@ -192,42 +212,31 @@ void Context::on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure) 
     }
 }
 
-void Context::on_remote_write(Endpoint *endpoint, uint64_t data, fi_addr_t source) {
-    auto it = endpoint->by_peer.find(source);
-    if (it == endpoint->by_peer.end()) {
+void Context::on_remote_write(Endpoint *endpoint, uint64_t data) {
+    Connection *conn = endpoint->owner;
+    if (!conn) {
         // The bytes landed in a registered region (the provider checked the
-        // key and bounds); with no connection to name, the immediate is dropped.
-        host_log(AFMESH_LOG_WARN, "a remote write from an unknown peer (%s); its immediate is dropped",
-                 source == FI_ADDR_NOTAVAIL ? "source address not available" : "no connection from it");
+        // key and bounds); at the listener no connection is named.
+        host_log(AFMESH_LOG_WARN, "a remote write to the listening endpoint; its immediate is dropped");
         return;
     }
-    Connection *conn = it->second;
     if (data > UINT32_MAX) {
         fail(conn, AFMESH_HAL_PEER_FAILED, "the peer sent more than a 32-bit immediate");
         return;
     }
-    const auto imm = static_cast<uint32_t>(data);
+    HeldEvent event;
+    event.event.type = AFMESH_NET_EV_IMM;
+    event.event.imm = static_cast<uint32_t>(data);
     switch (conn->state.load(std::memory_order_acquire)) {
+    case Connection::State::kEstablished: push_event(AFMESH_NET_EV_IMM, conn, 0, event.event.imm); return;
     case Connection::State::kConnecting:
-        // The peer accepted (it knows our regions only from our messages) and
-        // its ACCEPT is still on the way: RDM does not order the two.
-        establish(conn, 0);
-        [[fallthrough]];
-    case Connection::State::kEstablished: push_event(AFMESH_NET_EV_IMM, conn, 0, imm); return;
-    case Connection::State::kIncoming: {
-        HeldEvent held;
-        held.event.type = AFMESH_NET_EV_IMM;
-        held.event.conn = conn->handle();
-        held.event.imm = imm;
-        conn->held.push_back(std::move(held));
-        return;
-    }
+    case Connection::State::kIncoming: hold(conn, std::move(event)); return;
     default: return;  // failed or closed: nothing more is reported
     }
 }
 
 // Returns true when `slot` now belongs to a pending event (reposted after delivery).
-bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr_t source) {
+bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     Header header;
     Reason why;
     if (len > kMessageBufferSize || !decode_header(slot->data, len, &header, &why)) {
@@ -236,19 +245,14 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr
     }
     const uint8_t *payload = slot->data + kHeaderSize;
     const size_t payload_len = len - kHeaderSize;
-    if (header.type == MessageType::kHello) {
-        on_hello(endpoint, header, payload, payload_len);
+    if (endpoint == listener_) {
+        if (header.type == MessageType::kHello) on_hello(header, payload, payload_len);
+        else host_log(AFMESH_LOG_DEBUG, "dropping a type %u message at the listener", unsigned(header.type));
         return false;
     }
-    Connection *conn = nullptr;
-    if (header.dst_conn != 0) {
-        auto it = connections_.find(header.dst_conn);
-        if (it != connections_.end()) conn = it->second;
-    } else if (auto it = endpoint->by_peer.find(source); it != endpoint->by_peer.end()) {
-        conn = it->second;  // a BYE for a connection the sender closed before it learned our id
-    }
-    // The message must come from that connection's peer, on its endpoint, under its ids.
-    if (!conn || conn->endpoint != endpoint || (source != FI_ADDR_NOTAVAIL && source != conn->peer) ||
+    // At a connection's endpoint, only that connection's peer, under its ids, is heard.
+    Connection *conn = endpoint->owner;
+    if (!conn || header.type == MessageType::kHello || (header.dst_conn != 0 && header.dst_conn != conn->id) ||
         (conn->remote_id != 0 && conn->remote_id != header.src_conn)) {
         host_log(AFMESH_LOG_DEBUG, "dropping a type %u message for connection %" PRIu32 " (stale or not ours)",
                  static_cast<unsigned>(header.type), header.dst_conn);
@@ -256,16 +260,10 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr
     }
     const Connection::State state = conn->state.load(std::memory_order_acquire);
     switch (header.type) {
-    case MessageType::kAccept:
-        if (state == Connection::State::kConnecting) establish(conn, header.src_conn);
-        else if (conn->remote_id == 0) conn->remote_id = header.src_conn;
-        return false;
-    case MessageType::kBye:
-        fail(conn, AFMESH_HAL_PEER_FAILED, "the peer closed the connection");
-        return false;
+    case MessageType::kAccept: on_accept(conn, header, payload, payload_len); return false;
+    case MessageType::kBye: fail(conn, AFMESH_HAL_PEER_FAILED, "the peer closed the connection"); return false;
     case MessageType::kData:
-        if (state == Connection::State::kConnecting) establish(conn, header.src_conn);  // overtook the ACCEPT
-        if (conn->state.load(std::memory_order_acquire) == Connection::State::kEstablished) {
+        if (state == Connection::State::kEstablished) {
             Pending p;
             p.event.type = AFMESH_NET_EV_RECV;
             p.event.conn = conn->handle();
@@ -275,44 +273,54 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len, fi_addr
             pending_.push_back(std::move(p));
             return true;
         }
-        if (state == Connection::State::kIncoming) {
-            HeldEvent held;
+        if (state == Connection::State::kIncoming || state == Connection::State::kConnecting) {
+            HeldEvent held;  // RDM does not order it behind the ACCEPT, or the caller has not accepted yet
             held.event.type = AFMESH_NET_EV_RECV;
-            held.event.conn = conn->handle();
             held.event.len = static_cast<uint32_t>(payload_len);
             held.data.assign(payload, payload + payload_len);
-            conn->held.push_back(std::move(held));
+            hold(conn, std::move(held));
         }
         return false;
-    case MessageType::kHello: break;  // handled above
+    case MessageType::kHello: break;  // refused above
     }
     return false;
 }
 
-void Context::on_hello(Endpoint *endpoint, const Header &header, const uint8_t *payload, size_t len) {
+void Context::on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len) {
+    if (conn->state.load(std::memory_order_acquire) != Connection::State::kConnecting) return;  // a duplicate
     Reason why;
     std::vector<uint8_t> raw;
     fi_addr_t peer;
-    if (!listening_ || endpoint != endpoints_.front().get()) {
-        host_log(AFMESH_LOG_DEBUG, "a connection request at an endpoint that does not listen: ignored");
+    if (!decode_address(payload, len, fabric_.info->addr_format, &raw, &why) ||
+        insert_address(raw, &peer, &why) != AFMESH_HAL_OK) {
+        Reason reason;
+        reason.format("the peer's acceptance is malformed: %s", why.text);
+        fail(conn, AFMESH_HAL_PEER_FAILED, reason.text);
         return;
     }
+    establish(conn, header.src_conn, peer);
+}
+
+void Context::on_hello(const Header &header, const uint8_t *payload, size_t len) {
+    Reason why;
+    std::vector<uint8_t> raw;
+    fi_addr_t peer;
     if (!decode_address(payload, len, fabric_.info->addr_format, &raw, &why) ||
         insert_address(raw, &peer, &why) != AFMESH_HAL_OK) {
         host_log(AFMESH_LOG_WARN, "refusing a connection request: %s", why.text);
         return;
     }
-    if (auto it = endpoint->by_peer.find(peer); it != endpoint->by_peer.end()) {
-        // A new connection from the same endpoint replaces the old one: the peer has given up on it.
-        Connection *old = it->second;
-        endpoint->by_peer.erase(it);
-        fail(old, AFMESH_HAL_PEER_FAILED, "the peer opened a new connection from the same endpoint");
+    Connection *conn = new_connection(peer, &why);
+    if (!conn) {
+        host_log(AFMESH_LOG_WARN, "refusing a connection request: %s", why.text);
+        return;
     }
-    Connection *conn = new_connection(endpoint, peer);
     conn->remote_id = header.src_conn;
     conn->state.store(Connection::State::kIncoming, std::memory_order_release);
     incoming_.push_back(conn);
-    const int rc = send_control(conn, endpoint, peer, {MessageType::kAccept, conn->remote_id, conn->id}, {}, &why);
+    std::vector<uint8_t> own;
+    encode_address(fabric_.info->addr_format, conn->endpoint->raw_address(), &own);
+    const int rc = send_control(conn, {MessageType::kAccept, conn->remote_id, conn->id}, own, &why);
     if (rc != AFMESH_HAL_OK) fail(conn, rc, why.text);
 }
 

@@ -15,12 +15,12 @@
 namespace afmesh::fabric {
 namespace {
 
-constexpr uint64_t kCaps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE | FI_SOURCE;
+constexpr uint64_t kCaps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
 // Every mode bit whose obligation the module meets: operation contexts are
 // fi_context2-sized, and remote CQ data may consume posted receives.
 constexpr uint64_t kModes = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
 // Every registration mode the module handles (see registration.h).
-constexpr int kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+constexpr int kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 constexpr size_t kMinCqData = 4;
 
 struct InfoDeleter {
@@ -42,15 +42,28 @@ InfoPtr make_hints(const char *provider, bool hmem) {
     return hints;
 }
 
-bool is_sockets(const fi_info *info) { return strcmp(info->fabric_attr->prov_name, "sockets") == 0; }
+// Providers that only emulate a fabric over the host's own sockets or memory.
+// The automatic choice skips them: the tcp module already serves that case
+// (and crosses hosts, which shm cannot); naming one in AFMESH_FABRIC_PROVIDER
+// still uses it. `sockets` is also slow here (milliseconds per operation).
+bool is_software(const fi_info *info) {
+    static const char *const kSoftware[] = {"sockets", "tcp", "udp", "shm", "sm2"};
+    // Layered providers read "tcp;ofi_rxm": the core provider is the first name.
+    const char *name = info->fabric_attr->prov_name;
+    const size_t core_len = strcspn(name, ";");
+    for (const char *software : kSoftware)
+        if (strlen(software) == core_len && strncmp(name, software, core_len) == 0) return true;
+    return false;
+}
 
 // Why `info` (from a survey without capability hints) cannot serve this module, or nullptr.
 const char *unusable_because(const fi_info *info) {
     if (info->ep_attr->type != FI_EP_RDM) return "no RDM endpoints";
     if ((info->caps & FI_RMA) == 0 || (info->caps & FI_WRITE) == 0) return "no FI_RMA writes";
     if ((info->caps & FI_MSG) == 0) return "no FI_MSG messages";
-    if ((info->caps & FI_SOURCE) == 0) return "no FI_SOURCE (cannot tell which peer wrote)";
     if (info->domain_attr->cq_data_size < kMinCqData) return "less than 4 bytes of remote CQ data";
+    if (info->domain_attr->mr_mode & FI_MR_ENDPOINT)
+        return "requires FI_MR_ENDPOINT (regions bound to one endpoint; this module opens one per connection)";
     if (info->domain_attr->mr_mode & ~(kMrModes | FI_MR_HMEM | FI_MR_BASIC | FI_MR_SCALABLE))
         return "requires a registration mode this module does not implement (e.g. FI_MR_RAW)";
     return nullptr;
@@ -79,8 +92,9 @@ std::string survey(const fi_info *candidates, const fi_info *chosen, const char 
             verdict = "chosen";
         else if (requested && strcmp(requested, info->fabric_attr->prov_name) != 0)
             verdict = "not used: AFMESH_FABRIC_PROVIDER names another provider";
-        else if (candidate && !requested && is_sockets(info))
-            verdict = "usable, excluded from automatic choice (slow here); name it in AFMESH_FABRIC_PROVIDER to use it";
+        else if (candidate && !requested && is_software(info))
+            verdict = "usable, excluded from automatic choice (software emulation: the tcp module serves this); "
+                      "name it in AFMESH_FABRIC_PROVIDER to use it";
         else if (candidate)
             verdict = "usable, not chosen (an earlier one was)";
         else if (const char *why = unusable_because(info))
@@ -114,16 +128,17 @@ int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
     InfoPtr owner(candidates);
     const fi_info *chosen = nullptr;
     for (const fi_info *info = candidates; info && !chosen; info = info->next)
-        if (!unusable_because(info) && (requested || !is_sockets(info))) chosen = info;
+        if (!unusable_because(info) && (requested || !is_software(info))) chosen = info;
     out->survey = survey(candidates, chosen, requested);
     if (!chosen) {
         if (requested)
             why->format("libfabric provider '%s' (AFMESH_FABRIC_PROVIDER) is not available with RDM endpoints, "
-                        "FI_MSG, FI_RMA, FI_SOURCE and remote CQ data",
+                        "FI_MSG, FI_RMA and remote CQ data",
                         requested);
         else
-            why->format("no libfabric provider offers RDM endpoints with FI_MSG, FI_RMA, FI_SOURCE and remote CQ "
-                        "data (sockets is never chosen automatically)");
+            why->format("no libfabric hardware provider offers RDM endpoints with FI_MSG, FI_RMA and remote CQ "
+                        "data (software providers such as tcp;ofi_rxm and shm are used only when "
+                        "AFMESH_FABRIC_PROVIDER names them)");
         return AFMESH_HAL_NOT_PRESENT;
     }
     out->info = fi_dupinfo(chosen);

@@ -1,8 +1,9 @@
 // Choosing the libfabric provider: AFMESH_FABRIC_PROVIDER when set, else
-// libfabric's own order filtered to providers this module can drive (RDM
-// endpoints with FI_MSG, FI_RMA, FI_SOURCE and at least 4 bytes of remote CQ
-// data), never `sockets` by itself (its progress thread stalls for
-// milliseconds per operation on small machines). Also produces the survey
+// libfabric's own order filtered to hardware providers this module can drive
+// (RDM endpoints with FI_MSG, FI_RMA and at least 4 bytes of remote CQ data):
+// software providers (tcp, udp, sockets, shm) only when named, so that
+// AFMESH_TRANSPORT=auto falls through to the tcp module on hosts without a
+// fabric NIC. Also produces the survey
 // describe() prints: every RDM provider seen and why it is or is not used.
 #pragma once
 

@@ -1,7 +1,6 @@
 #include "registration.h"
 
 #include <rdma/fi_errno.h>
-#include <rdma/fi_endpoint.h>
 #include <sys/uio.h>
 
 #include <memory>
@@ -17,8 +16,8 @@ Registrar::~Registrar() {
     }
 }
 
-int Registrar::register_raw(void *ptr, size_t bytes, uint32_t kind, int device, uint64_t fi_access, fid_ep *ep,
-                            fid_mr **mr, Reason *why) {
+int Registrar::register_raw(void *ptr, size_t bytes, uint32_t kind, int device, uint64_t fi_access, fid_mr **mr,
+                            Reason *why) {
     iovec iov{ptr, bytes};
     fi_mr_attr attr{};
     attr.mr_iov = &iov;
@@ -40,26 +39,16 @@ int Registrar::register_raw(void *ptr, size_t bytes, uint32_t kind, int device, 
         *mr = nullptr;
         return rc == -FI_ENOMEM ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR;
     }
-    if (fabric_.mr_mode & FI_MR_ENDPOINT) {
-        rc = fi_mr_bind(*mr, &ep->fid, 0);
-        if (rc == 0) rc = fi_mr_enable(*mr);
-        if (rc != 0) {
-            why->format("binding a registration to its endpoint (FI_MR_ENDPOINT): %s", fi_strerror(-rc));
-            fi_close(&(*mr)->fid);
-            *mr = nullptr;
-            return AFMESH_HAL_ERROR;
-        }
-    }
     return AFMESH_HAL_OK;
 }
 
-int Registrar::add(void *ptr, size_t bytes, const afmesh_net_mem &mem, uint32_t access, fid_ep *ep,
-                   Registration **out, afmesh_net_rkey *rkey, Reason *why) {
+int Registrar::add(void *ptr, size_t bytes, const afmesh_net_mem &mem, uint32_t access, Registration **out,
+                   afmesh_net_rkey *rkey, Reason *why) {
     uint64_t fi_access = 0;
     if (access & AFMESH_NET_ACCESS_LOCAL) fi_access |= FI_WRITE | FI_SEND;
     if (access & AFMESH_NET_ACCESS_REMOTE_WRITE) fi_access |= FI_REMOTE_WRITE;
     auto region = std::make_unique<Registration>();
-    if (int rc = register_raw(ptr, bytes, mem.kind, mem.device, fi_access, ep, &region->mr, why); rc != AFMESH_HAL_OK)
+    if (int rc = register_raw(ptr, bytes, mem.kind, mem.device, fi_access, &region->mr, why); rc != AFMESH_HAL_OK)
         return rc;
     region->base = static_cast<const uint8_t *>(ptr);
     region->bytes = bytes;

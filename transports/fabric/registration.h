@@ -7,11 +7,10 @@
 //                   a unique one per context;
 //  FI_MR_ALLOCATED  only allocated, backed memory may be registered: every
 //                   buffer registered here is caller-allocated;
-//  FI_MR_ENDPOINT   a region is bound to an endpoint and enabled before use:
-//                   user regions bind to the context's primary endpoint,
-//                   message buffers to their own endpoint;
 //  FI_MR_HMEM       device memory must be registered, with its FI_HMEM_*
 //                   interface given through fi_mr_regattr.
+// FI_MR_ENDPOINT (a region bound to one endpoint) is not requested: the
+// module opens an endpoint per connection, and a region serves them all.
 #pragma once
 
 #include <rdma/fi_domain.h>
@@ -51,14 +50,13 @@ public:
 
     /**
      * Registers [ptr, ptr+bytes) of `kind` (host or an FI_HMEM device kind)
-     * with libfabric access flags `fi_access`; with FI_MR_ENDPOINT binds it to
-     * `ep`. Fills `mr` and `desc`; on failure says why.
+     * with libfabric access flags `fi_access`. Fills `mr`; on failure says why.
      */
-    int register_raw(void *ptr, size_t bytes, uint32_t kind, int device, uint64_t fi_access, fid_ep *ep,
-                     fid_mr **mr, Reason *why);
+    int register_raw(void *ptr, size_t bytes, uint32_t kind, int device, uint64_t fi_access, fid_mr **mr,
+                     Reason *why);
 
     /** mem_register(): a user region, remembered for validation; fills `rkey`. */
-    int add(void *ptr, size_t bytes, const afmesh_net_mem &mem, uint32_t access, fid_ep *ep, Registration **out,
+    int add(void *ptr, size_t bytes, const afmesh_net_mem &mem, uint32_t access, Registration **out,
             afmesh_net_rkey *rkey, Reason *why);
     /** mem_deregister(); false when `r` is not a live registration. */
     bool remove(Registration *r);

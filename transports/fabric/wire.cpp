@@ -37,13 +37,13 @@ bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why)
     header->dst_conn = load_le32(data + 8);
     header->src_conn = load_le32(data + 12);
     // BYE may leave dst at 0: a connection closed before ACCEPT arrived
-    // is named by its sender's address and id.
+    // does not know the peer's id; the endpoint it arrives on names it.
     const bool needs_dst = header->type == MessageType::kAccept || header->type == MessageType::kData;
     if (header->src_conn == 0 || (needs_dst && header->dst_conn == 0)) {
         why->format("a type %u message without its connection ids", type);
         return false;
     }
-    if (header->type != MessageType::kData && header->type != MessageType::kHello && len != kHeaderSize) {
+    if (header->type == MessageType::kBye && len != kHeaderSize) {
         why->format("a type %u control message with %zu bytes of payload", type, len - kHeaderSize);
         return false;
     }

@@ -2,18 +2,17 @@
 // 16-byte header; connections are emulated over connectionless RDM
 // endpoints with a handshake:
 //
-//   client                                  listener
-//     HELLO(src=client id, blob=client addr) ->   inserts the address into its AV,
-//                                                 creates the connection, queues it
-//                                                 for accept() (EV_INCOMING)
-//     <- ACCEPT(dst=client id, src=server id)
-//   EV_CONNECTED
+//   client endpoint C                       listener L
+//     HELLO(src=client id, blob=C's addr) ->  L inserts C into its AV, opens an
+//                                             endpoint S for the connection and
+//                                             queues it for accept() (EV_INCOMING)
+//     <- ACCEPT(dst, src=server id, blob=S's addr)   sent from S
+//   C inserts S; EV_CONNECTED; from here on C and S talk only to each other
 //     DATA(dst, src, payload) <->                 EV_RECV
 //     BYE(dst, src)            ->                 EV_CONN_ERROR (peer closed)
 //
 // One-sided writes carry no header: the 32-bit immediate travels as remote
-// CQ data and the target attributes it to a connection by its source
-// address (FI_SOURCE) and the endpoint it arrived on.
+// CQ data and the target attributes it to the connection its endpoint serves.
 //
 // Header (little-endian): magic u32 | version u8 | type u8 | reserved u16 |
 // dst connection id u32 | src connection id u32.
