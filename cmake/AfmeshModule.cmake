@@ -13,6 +13,10 @@ function(afmesh_add_module kind name)
   set(target afmesh_${kind}_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/hal ${ARG_INCLUDES})
+  if(kind STREQUAL "transport")
+    # net_module.h: the C ABI edge every transport shares.
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/transports/common)
+  endif()
   target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES})
   if(NOT AFMESH_SANITIZE)
     # Catch a missing library at build time; sanitizer runtimes come from the host program.

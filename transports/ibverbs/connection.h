@@ -16,7 +16,7 @@
 #include "afmesh/hal/transport.h"
 #include "buffers.h"
 #include "discovery.h"
-#include "event_sink.h"
+#include "host.h"
 #include "wire.h"
 
 namespace afmesh::ibverbs {

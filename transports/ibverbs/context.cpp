@@ -62,7 +62,7 @@ int Context::create(afmesh_net_caps *caps, Context **out) {
 
 int Context::open_verbs(afmesh_net_caps *caps) {
     const char *configured = host_config("AFMESH_IBVERBS_LIBRARY");
-    const bool explicit_library = configured && *configured;
+    const bool explicit_library = configured != nullptr;
     std::string why;
     verbs_.reset(VerbsLibrary::open(explicit_library ? configured : kDefaultVerbsLibrary, &why));
     if (!verbs_)

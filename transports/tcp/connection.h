@@ -15,7 +15,7 @@
 
 #include "address.h"
 #include "afmesh/hal/transport.h"
-#include "event_sink.h"
+#include "host.h"
 #include "frame_receiver.h"
 #include "frame_sender.h"
 #include "reason.h"

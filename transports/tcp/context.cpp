@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -98,7 +99,7 @@ int Context::listen(void *addr, size_t *addr_len) {
     std::lock_guard lock(progress_mu_);
     if (listen_fd_ >= 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
     const char *bind_host = host_config("AFMESH_TCP_BIND");
-    if (!bind_host || !*bind_host) bind_host = "127.0.0.1";
+    if (!bind_host) bind_host = "127.0.0.1";
     SocketAddress bound;
     Reason why;
     const int fd = open_listener(bind_host, &bound, &why);
@@ -416,6 +417,16 @@ int Context::arm() {
     if (!pending) return AFMESH_HAL_OK;
     sleeping_.store(false, std::memory_order_seq_cst);
     return AFMESH_HAL_AGAIN;
+}
+
+int Context::describe(char *buf, size_t len) const {
+    const char *bind_host = host_config("AFMESH_TCP_BIND");
+    snprintf(buf, len,
+             "listens on %s (AFMESH_TCP_BIND)\n"
+             "writes up to %u B are copied when posted; larger ones go out straight from the registered source\n"
+             "memory kinds: host only\n",
+             bind_host ? bind_host : "127.0.0.1", kMaxInline);
+    return AFMESH_HAL_OK;
 }
 
 void Context::wake() {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "afmesh/hal/transport.h"
-#include "event_sink.h"
+#include "host.h"
 #include "region_table.h"
 
 namespace afmesh::tcp {
@@ -64,6 +64,8 @@ public:
     int poll(afmesh_net_event *events, int max);
     int wait_fd(int *fd) const;
     int arm();
+    /** describe(): the bind address, the inline threshold and the memory kinds. */
+    int describe(char *buf, size_t len) const;
 
     // --- for connections ---
 

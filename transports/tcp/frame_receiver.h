@@ -20,7 +20,7 @@
 #include <memory>
 
 #include "afmesh/hal/transport.h"
-#include "event_sink.h"
+#include "host.h"
 #include "reason.h"
 #include "region_table.h"
 #include "wire.h"

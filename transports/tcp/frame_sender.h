@@ -7,7 +7,7 @@
 
 #include "afmesh/hal/transport.h"
 #include "copy_fifo.h"
-#include "event_sink.h"
+#include "host.h"
 #include "reason.h"
 #include "send_queue.h"
 #include "wire.h"

@@ -1,0 +1,210 @@
+// What every transport module's C ABI edge needs, written once: the host
+// services the query call hands over (failure reasons, logging,
+// configuration), the afmesh_net_ops table that forwards each entry to the
+// module's Context class while keeping C++ exceptions (in practice only
+// std::bad_alloc) from crossing into C, the answer to afmesh_module_query,
+// and the caller's event array for poll(). Header-only, like
+// backends/common/module_support.h: each module is its own shared object
+// with hidden visibility and gets a private copy; no module links another.
+#pragma once
+
+#include <atomic>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "afmesh/hal/transport.h"
+
+namespace afmesh::net_module {
+
+struct HostBinding {
+    // Atomic: contexts on other threads may already be logging when a second
+    // copy of the module is queried (the services are the same each time).
+    std::atomic<const afmesh_host_services *> services{nullptr};
+    std::atomic<const char *> module_name{""};
+};
+
+/** This module's binding to the core, filled in by answer_query(). */
+inline HostBinding &host_binding() {
+    static HostBinding binding;
+    return binding;
+}
+
+/** Records why the current call fails (host->set_error) and returns `status`. */
+__attribute__((format(printf, 2, 3))) inline int host_error(int status, const char *fmt, ...) {
+    const afmesh_host_services *host = host_binding().services.load(std::memory_order_acquire);
+    if (!host || !host->set_error) return status;
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    host->set_error("%s", text);
+    return status;
+}
+
+/** Logs through the core's logger (which applies AFMESH_LOG_LEVEL). */
+__attribute__((format(printf, 2, 3))) inline void host_log(afmesh_log_level level, const char *fmt, ...) {
+    const HostBinding &binding = host_binding();
+    const afmesh_host_services *host = binding.services.load(std::memory_order_acquire);
+    if (!host || !host->log) return;
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    host->log(level, binding.module_name.load(std::memory_order_acquire), "%s", text);
+}
+
+/** A configuration value, or nullptr when it is unset or empty. */
+inline const char *host_config(const char *name) {
+    const afmesh_host_services *host = host_binding().services.load(std::memory_order_acquire);
+    const char *value = host && host->get_config ? host->get_config(name) : nullptr;
+    return value && *value ? value : nullptr;
+}
+
+/** Runs `body`, turning an escaping exception into a status and a reason. */
+template <class Body>
+int guarded(const char *what, Body &&body) noexcept {
+    try {
+        return body();
+    } catch (const std::bad_alloc &) {
+        return host_error(AFMESH_HAL_NO_MEMORY, "%s: out of memory", what);
+    } catch (const std::exception &e) {
+        return host_error(AFMESH_HAL_ERROR, "%s: %s", what, e.what());
+    }
+}
+
+/**
+ * The afmesh_net_ops table of a module whose state is `Context`, which
+ * provides: static int create(afmesh_net_caps *, Context **), and the
+ * members listen, connect, accept, close, mem_register, mem_deregister,
+ * write_imm, send, poll, wait_fd, arm and describe with the entries'
+ * arguments less the context. Each entry refuses a null context.
+ */
+template <class Context>
+class NetOps {
+public:
+    static const afmesh_net_ops *table() { return &kTable; }
+
+private:
+    template <class Body>
+    static int with_context(void *ctx, const char *what, Body &&body) noexcept {
+        if (!ctx) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "%s: null context", what);
+        return guarded(what, [&] { return body(*static_cast<Context *>(ctx)); });
+    }
+
+    static int init(void **ctx, afmesh_net_caps *caps) {
+        if (!ctx || !caps) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null argument");
+        return guarded("init", [&] {
+            Context *context = nullptr;
+            const int rc = Context::create(caps, &context);
+            *ctx = context;
+            return rc;
+        });
+    }
+    static void fini(void *ctx) { delete static_cast<Context *>(ctx); }
+    static int listen(void *ctx, void *addr, size_t *addr_len) {
+        return with_context(ctx, "listen", [&](Context &c) { return c.listen(addr, addr_len); });
+    }
+    static int connect(void *ctx, const void *addr, size_t addr_len, afmesh_net_conn **conn) {
+        return with_context(ctx, "connect", [&](Context &c) { return c.connect(addr, addr_len, conn); });
+    }
+    static int accept(void *ctx, afmesh_net_conn **conn) {
+        return with_context(ctx, "accept", [&](Context &c) { return c.accept(conn); });
+    }
+    static int close(void *ctx, afmesh_net_conn *conn) {
+        return with_context(ctx, "close", [&](Context &c) { return c.close(conn); });
+    }
+    static int mem_register(void *ctx, void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access,
+                            afmesh_net_mr **mr, afmesh_net_rkey *rkey) {
+        return with_context(ctx, "mem_register",
+                            [&](Context &c) { return c.mem_register(ptr, bytes, mem, access, mr, rkey); });
+    }
+    static int mem_deregister(void *ctx, afmesh_net_mr *mr) {
+        return with_context(ctx, "mem_deregister", [&](Context &c) { return c.mem_deregister(mr); });
+    }
+    static int write_imm(void *ctx, afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
+                         const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags,
+                         uint64_t cookie) {
+        return with_context(ctx, "write_imm", [&](Context &c) {
+            return c.write_imm(conn, src, bytes, src_mr, dst, dst_offset, imm, flags, cookie);
+        });
+    }
+    static int send(void *ctx, afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
+        return with_context(ctx, "send", [&](Context &c) { return c.send(conn, buf, len, flags, cookie); });
+    }
+    static int poll(void *ctx, afmesh_net_event *events, int max) {
+        return with_context(ctx, "poll", [&](Context &c) { return c.poll(events, max); });
+    }
+    static int get_wait_fd(void *ctx, int *fd) {
+        return with_context(ctx, "get_wait_fd", [&](Context &c) { return c.wait_fd(fd); });
+    }
+    static int arm(void *ctx) {
+        return with_context(ctx, "arm", [&](Context &c) { return c.arm(); });
+    }
+    static int describe(void *ctx, char *buf, size_t len) {
+        if (!buf || len == 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "describe: null buffer");
+        return with_context(ctx, "describe", [&](Context &c) { return c.describe(buf, len); });
+    }
+
+    static constexpr afmesh_net_ops kTable = {
+        sizeof(afmesh_net_ops), init, fini, listen,      connect, accept, close,   mem_register,
+        mem_deregister,         write_imm, send, poll, get_wait_fd, arm, describe,
+    };
+};
+
+/**
+ * The body of a transport module's afmesh_module_query: binds the host
+ * services, checks the ABI and fills `out` with `name`, `version` and
+ * Context's operation table.
+ */
+template <class Context>
+int answer_query(uint32_t host_abi_major, const afmesh_host_services *host, afmesh_module_desc *out, const char *name,
+                 const char *version) {
+    if (host) {
+        host_binding().module_name.store(name, std::memory_order_release);
+        host_binding().services.store(host, std::memory_order_release);
+    }
+    if (host_abi_major != AFMESH_HAL_ABI_MAJOR)
+        return host_error(AFMESH_HAL_UNSUPPORTED_VERSION, "the %s module implements ABI %d.x, the host speaks %u.x",
+                          name, AFMESH_HAL_ABI_MAJOR, host_abi_major);
+    if (!out || out->struct_size < sizeof(afmesh_module_desc))
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "module descriptor smaller than ABI 1.0's");
+    out->abi_major = AFMESH_HAL_ABI_MAJOR;
+    out->abi_minor = AFMESH_HAL_ABI_MINOR;
+    out->kind = AFMESH_MODULE_TRANSPORT;
+    out->name = name;
+    out->version = version;
+    out->ops = NetOps<Context>::table();
+    return AFMESH_HAL_OK;
+}
+
+/** The caller's event array for one poll() call, filled front to back. */
+class EventSink {
+public:
+    EventSink(afmesh_net_event *events, int capacity) : events_(events), capacity_(capacity) {}
+
+    bool full() const { return count_ >= capacity_; }
+    /** Events that still fit. */
+    int room() const { return capacity_ - count_; }
+    int count() const { return count_; }
+
+    /** The next event, cleared and typed. Requires !full(). */
+    afmesh_net_event &add(afmesh_net_event_type type, afmesh_net_conn *conn) {
+        afmesh_net_event &event = events_[count_++];
+        event = afmesh_net_event{};
+        event.type = type;
+        event.conn = conn;
+        return event;
+    }
+
+private:
+    afmesh_net_event *const events_;
+    const int capacity_;
+    int count_ = 0;
+};
+
+}  // namespace afmesh::net_module
