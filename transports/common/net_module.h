@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -90,6 +91,9 @@ public:
     static const afmesh_net_ops *table() { return &kTable; }
 
 private:
+    // Every flag of write_imm and send this ABI defines (MORE is a hint a module may ignore).
+    static constexpr uint32_t kPostFlags = AFMESH_NET_SIGNAL | AFMESH_NET_MORE;
+
     template <class Body>
     static int with_context(void *ctx, const char *what, Body &&body) noexcept {
         if (!ctx) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "%s: null context", what);
@@ -98,6 +102,9 @@ private:
 
     static int init(void **ctx, afmesh_net_caps *caps) {
         if (!ctx || !caps) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null argument");
+        if (caps->struct_size < sizeof(afmesh_net_caps))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: caps.struct_size %u is below ABI 1.0's %zu",
+                              caps->struct_size, sizeof(afmesh_net_caps));
         return guarded("init", [&] {
             Context *context = nullptr;
             const int rc = Context::create(caps, &context);
@@ -118,8 +125,21 @@ private:
     static int close(void *ctx, afmesh_net_conn *conn) {
         return with_context(ctx, "close", [&](Context &c) { return c.close(conn); });
     }
+    // The arguments' shape is checked here; which memory kinds register is the module's call.
     static int mem_register(void *ctx, void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access,
                             afmesh_net_mr **mr, afmesh_net_rkey *rkey) {
+        if (!ptr || !mem || !mr || !rkey)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: null pointer argument");
+        if (mem->struct_size < sizeof(afmesh_net_mem))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: mem.struct_size %u is below ABI 1.0's %zu",
+                              mem->struct_size, sizeof(afmesh_net_mem));
+        constexpr uint32_t kKnownAccess = AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE;
+        if (access == 0 || (access & ~kKnownAccess) != 0)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "mem_register: access 0x%x is not a set of AFMESH_NET_ACCESS_* bits", access);
+        if (bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(ptr))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: %zu bytes at %p wrap the address space",
+                              bytes, ptr);
         return with_context(ctx, "mem_register",
                             [&](Context &c) { return c.mem_register(ptr, bytes, mem, access, mr, rkey); });
     }
@@ -129,17 +149,24 @@ private:
     static int write_imm(void *ctx, afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                          const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags,
                          uint64_t cookie) {
+        if (!conn || !dst || (bytes > 0 && !src))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
+        if ((flags & ~kPostFlags) != 0)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%x", flags);
         return with_context(ctx, "write_imm", [&](Context &c) {
             return c.write_imm(conn, src, bytes, src_mr, dst, dst_offset, imm, flags, cookie);
         });
     }
     static int send(void *ctx, afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
+        if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
+        if ((flags & ~kPostFlags) != 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%x", flags);
         return with_context(ctx, "send", [&](Context &c) { return c.send(conn, buf, len, flags, cookie); });
     }
     static int poll(void *ctx, afmesh_net_event *events, int max) {
         return with_context(ctx, "poll", [&](Context &c) { return c.poll(events, max); });
     }
     static int get_wait_fd(void *ctx, int *fd) {
+        if (!fd) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "get_wait_fd: null pointer");
         return with_context(ctx, "get_wait_fd", [&](Context &c) { return c.wait_fd(fd); });
     }
     static int arm(void *ctx) {

@@ -50,9 +50,6 @@ std::unique_ptr<Connection> make_connection(Context &context, int fd, Connection
 }  // namespace
 
 int Context::create(afmesh_net_caps *caps, Context **out) {
-    if (caps->struct_size < sizeof(afmesh_net_caps))
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: caps.struct_size %" PRIu32 " is below ABI 1.0's %zu",
-                          caps->struct_size, sizeof(afmesh_net_caps));
     const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd < 0) return host_error(AFMESH_HAL_ERROR, "init: epoll_create1: %s", strerror(errno));
     const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -216,24 +213,11 @@ void Context::forget(Connection *conn) {
 
 int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
                           afmesh_net_rkey *rkey) {
-    if (!ptr || !mem || !mr || !rkey)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: null pointer argument");
-    if (mem->struct_size < sizeof(afmesh_net_mem))
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
-                          "mem_register: mem.struct_size %" PRIu32 " is below ABI 1.0's %zu", mem->struct_size,
-                          sizeof(afmesh_net_mem));
     if (mem->kind != AFMESH_MEM_HOST)
         return host_error(AFMESH_HAL_NOT_SUPPORTED,
                           "mem_register: the tcp transport registers host memory only, not %s memory (stage it "
                           "through pinned host memory)",
                           mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
-    constexpr uint32_t kKnownAccess = AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE;
-    if (access == 0 || (access & ~kKnownAccess) != 0)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
-                          "mem_register: access 0x%" PRIx32 " is not a set of AFMESH_NET_ACCESS_* bits", access);
-    if (bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(ptr))
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_register: %zu bytes at %p wrap the address space", bytes,
-                          ptr);
     Region *region = regions_.add(static_cast<uint8_t *>(ptr), bytes, access);
     *mr = reinterpret_cast<afmesh_net_mr *>(region);
     rkey->key = region->id();
@@ -249,10 +233,6 @@ int Context::mem_deregister(afmesh_net_mr *mr) {
 
 int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
-    if (!conn || !dst || (bytes > 0 && !src))
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: null connection, destination or source");
-    if ((flags & ~kPostFlags) != 0)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: unknown flags 0x%" PRIx32, flags);
     if (dst_offset > UINT64_MAX - bytes)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
                           dst_offset);
@@ -283,9 +263,6 @@ int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afm
 }
 
 int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
-    if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
-    if ((flags & ~kPostFlags) != 0)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%" PRIx32, flags);
     if (len > kMaxSendSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
                           kMaxSendSize);
@@ -398,7 +375,6 @@ void Context::report_failures(EventSink &sink) {
 }
 
 int Context::wait_fd(int *fd) const {
-    if (!fd) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "get_wait_fd: null pointer");
     *fd = epoll_fd_;
     return AFMESH_HAL_OK;
 }

@@ -37,8 +37,6 @@ class Connection;
 
 /** Writes up to this size are copied at post time (caps.max_inline). */
 inline constexpr uint32_t kMaxInline = 256;
-/** The write_imm / send flags this module understands. */
-inline constexpr uint32_t kPostFlags = AFMESH_NET_SIGNAL | AFMESH_NET_MORE;
 
 class Context {
 public:
