@@ -29,7 +29,7 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_NET_DEVICES", VarType::kList, "", nullptr, 0, 0,
      "NIC allow-list for RDMA transports, e.g. 'mlx5_0:1,mlx5_1:1' (empty: all active ports)"},
     {"AFMESH_FABRIC_PROVIDER", VarType::kString, "", nullptr, 0, 0,
-     "libfabric provider, e.g. 'tcp;ofi_rxm', 'shm', 'efa' (empty: libfabric's choice)"},
+     "libfabric provider, e.g. 'tcp;ofi_rxm', 'shm', 'efa' (empty: libfabric's first hardware provider)"},
     {"AFMESH_IBVERBS_LIBRARY", VarType::kString, "", nullptr, 0, 0,
      "verbs library the ibverbs transport dlopen()s (empty: libibverbs.so.1; tests name an emulation)"},
     {"AFMESH_TCP_BIND", VarType::kString, "127.0.0.1", nullptr, 0, 0,

@@ -1,5 +1,5 @@
 """Installing: `cmake --install` puts the package where one `import afmesh` finds it and the library, and
-`pip install` builds the package offline. Needs the build tree (ctest passes AFMESH_BUILD_DIR and AFMESH_CMAKE).
+`pip install` builds the package offline. Needs the build tree (ctest passes AF_TEST_BUILD_DIR and AF_TEST_CMAKE).
 """
 
 import glob
@@ -12,7 +12,7 @@ import pytest
 
 import afmesh
 
-BUILD_DIR, CMAKE = os.environ.get("AFMESH_BUILD_DIR"), os.environ.get("AFMESH_CMAKE")
+BUILD_DIR, CMAKE = os.environ.get("AF_TEST_BUILD_DIR"), os.environ.get("AF_TEST_CMAKE")
 SOURCE = os.path.dirname(os.path.dirname(afmesh.__file__))  # bindings/python
 
 
@@ -24,7 +24,7 @@ def run(argv, **env):
     return done.stdout.strip()
 
 
-@pytest.mark.skipif(not (BUILD_DIR and CMAKE), reason="needs AFMESH_BUILD_DIR and AFMESH_CMAKE (run through ctest)")
+@pytest.mark.skipif(not (BUILD_DIR and CMAKE), reason="needs AF_TEST_BUILD_DIR and AF_TEST_CMAKE (run through ctest)")
 def test_cmake_install_puts_package_and_library_together(tmp_path):
     prefix = tmp_path / "prefix"
     run([CMAKE, "--install", BUILD_DIR, "--prefix", str(prefix)])

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <string>
 
 #include "afmesh/hal/module.h"
 #include "host.h"
@@ -67,6 +68,16 @@ const char *unusable_because(const fi_info *info) {
     if (info->domain_attr->mr_mode & ~(kMrModes | FI_MR_HMEM | FI_MR_BASIC | FI_MR_SCALABLE))
         return "requires a registration mode this module does not implement (e.g. FI_MR_RAW)";
     return nullptr;
+}
+
+// "tcp;ofi_rxm, shm": the distinct software providers among `candidates`, or "none".
+std::string software_names(const fi_info *candidates) {
+    std::set<std::string> names;
+    for (const fi_info *info = candidates; info; info = info->next)
+        if (!unusable_because(info) && is_software(info)) names.insert(info->fabric_attr->prov_name);
+    std::string out;
+    for (const std::string &name : names) out += (out.empty() ? "" : ", ") + name;
+    return out.empty() ? "none" : out;
 }
 
 // A survey of every RDM provider and domain libfabric offers, with the verdict on each.
@@ -137,8 +148,8 @@ int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
                         requested);
         else
             why->format("no libfabric hardware provider offers RDM endpoints with FI_MSG, FI_RMA and remote CQ "
-                        "data (software providers such as tcp;ofi_rxm and shm are used only when "
-                        "AFMESH_FABRIC_PROVIDER names them)");
+                        "data; software ones are used only when AFMESH_FABRIC_PROVIDER names one (usable here: %s)",
+                        software_names(candidates).c_str());
         return AFMESH_HAL_NOT_PRESENT;
     }
     out->info = fi_dupinfo(chosen);
