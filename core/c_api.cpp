@@ -216,7 +216,24 @@ afmesh_status afmesh_push_pull(afmesh_node *node, const afmesh_push *push, size_
     return guarded([&] {
         afmesh::WorkerEngine *w = nullptr;
         if (Status s = need_worker(node, &w); !s) return s;
-        return w->push_pull(push, num_push, pull, num_pull, handle);
+        return w->push_pull(push, num_push, pull, num_pull, nullptr, handle);
+    });
+}
+
+afmesh_status afmesh_push_pull_on_stream(afmesh_node *node, const afmesh_push *push, size_t num_push,
+                                         const afmesh_pull *pull, size_t num_pull, void *stream, afmesh_handle *handle) {
+    return guarded([&] {
+        afmesh::WorkerEngine *w = nullptr;
+        if (Status s = need_worker(node, &w); !s) return s;
+        return w->push_pull(push, num_push, pull, num_pull, stream, handle);
+    });
+}
+
+afmesh_status afmesh_stream_wait(afmesh_node *node, afmesh_handle handle, void *stream) {
+    return guarded([&] {
+        afmesh::WorkerEngine *w = nullptr;
+        if (Status s = need_worker(node, &w); !s) return s;
+        return w->stream_wait(handle, stream);
     });
 }
 

@@ -6,6 +6,7 @@
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "progress.h"
+#include "staging.h"
 
 namespace afmesh {
 
@@ -13,6 +14,8 @@ struct EngineContext {
     const Module &transport;
     const Module &device;
     MemoryRegistry &registry;
+    /** Pinned host copies of device memory the transport cannot register. */
+    Staging &staging;
     Progress &progress;
     /** Guards all engine state; never held while waiting or polling. */
     std::mutex &mu;

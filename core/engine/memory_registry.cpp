@@ -5,7 +5,8 @@
 namespace afmesh {
 
 MemoryRegistry::~MemoryRegistry() {
-    for (auto &[base, reg] : by_base_) transport_.net().mem_deregister(transport_.ctx(), reg->mr);
+    for (auto &[base, reg] : by_base_)
+        if (reg->mr) transport_.net().mem_deregister(transport_.ctx(), reg->mr);
 }
 
 const Registration *MemoryRegistry::find_locked(uintptr_t p, uint64_t n, uint32_t kind) const {
@@ -23,9 +24,10 @@ Status MemoryRegistry::add_locked(void *ptr, uint64_t bytes, uint32_t kind, int 
                                   const Registration **out) {
     if (!ptr || bytes == 0) return {Code::kInvalidArgument, "cannot register a null pointer or zero bytes"};
     const afmesh_net_caps &caps = transport_.net_caps();
-    if (kind >= AFMESH_MEM_KIND_COUNT || !(caps.mem_kinds & AFMESH_MEM_BIT(kind)))
+    const bool staged = kind < AFMESH_MEM_KIND_COUNT && (staged_kinds_ & AFMESH_MEM_BIT(kind));
+    if (kind >= AFMESH_MEM_KIND_COUNT || !(staged || (caps.mem_kinds & AFMESH_MEM_BIT(kind))))
         return {Code::kNotSupported, "transport '" + transport_.name() + "' cannot register memory of kind " +
-                                         std::to_string(kind)};
+                                         std::to_string(kind) + ", and the device module does not stage it"};
     auto reg = std::make_unique<Registration>();
     reg->base = reinterpret_cast<uintptr_t>(ptr);
     reg->bytes = bytes;
@@ -37,6 +39,11 @@ Status MemoryRegistry::add_locked(void *ptr, uint64_t bytes, uint32_t kind, int 
     mem.kind = kind;
     mem.device = reg->device;
     mem.dmabuf_fd = -1;
+    if (staged) {
+        *out = reg.get();
+        by_base_.emplace(reg->base, std::move(reg));
+        return Status::ok();
+    }
     take_module_error();
     int rc = transport_.net().mem_register(transport_.ctx(), ptr, bytes, &mem,
                                            AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE, &reg->mr,
@@ -57,7 +64,7 @@ Status MemoryRegistry::remove(const Registration *registration) {
     auto [first, last] = by_base_.equal_range(registration ? registration->base : 0);
     for (auto it = first; it != last; ++it) {
         if (it->second.get() != registration) continue;
-        transport_.net().mem_deregister(transport_.ctx(), it->second->mr);
+        if (it->second->mr) transport_.net().mem_deregister(transport_.ctx(), it->second->mr);
         by_base_.erase(it);
         return Status::ok();
     }

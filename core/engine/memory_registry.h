@@ -2,6 +2,9 @@
 // and the ones made on the fly for unregistered buffers (cached until
 // deregistered or the node ends). Lookups find the registration covering an
 // address range, so a tensor inside a registered buffer needs no call.
+// Device memory the transport cannot register but the engine stages through
+// pinned host memory (staging.h) is only recorded: registering it up front
+// must succeed, and its staging buffers are registered when first used.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +23,7 @@ struct Registration {
     uint64_t bytes = 0;
     uint32_t kind = AFMESH_MEM_HOST;
     int device = -1;
-    afmesh_net_mr *mr = nullptr;
+    afmesh_net_mr *mr = nullptr;  // null for memory the engine stages (recorded only)
     afmesh_net_rkey rkey{};
     bool cached = false;  // made on the fly, not by the user
 
@@ -31,7 +34,8 @@ struct Registration {
 
 class MemoryRegistry {
 public:
-    explicit MemoryRegistry(const Module &transport) : transport_(transport) {}
+    /** `staged_kinds`: AFMESH_MEM_BIT()s of kinds the engine stages, recorded without the transport. */
+    MemoryRegistry(const Module &transport, uint32_t staged_kinds) : transport_(transport), staged_kinds_(staged_kinds) {}
     ~MemoryRegistry();
     MemoryRegistry(const MemoryRegistry &) = delete;
     MemoryRegistry &operator=(const MemoryRegistry &) = delete;
@@ -52,6 +56,7 @@ private:
     Status add_locked(void *ptr, uint64_t bytes, uint32_t kind, int device, bool cached, const Registration **out);
 
     const Module &transport_;
+    const uint32_t staged_kinds_;
     std::mutex mu_;
     std::multimap<uintptr_t, std::unique_ptr<Registration>> by_base_;
 };

@@ -81,7 +81,12 @@ Status Node::start() {
     if (device_->device().set_device(device_->ctx(), device_id) != AFMESH_HAL_OK)
         return {Code::kInvalidArgument, "device " + std::to_string(device_id) + ": " + take_module_error()};
 
-    registry_ = std::make_unique<MemoryRegistry>(*transport_);
+    // The device module's memory is staged through pinned host memory when the transport cannot register it.
+    const uint32_t device_kind = device_->device().mem_kind;
+    const uint32_t staged_kinds =
+        device_kind < AFMESH_MEM_KIND_COUNT && !transport_registers(*transport_, device_kind) ? AFMESH_MEM_BIT(device_kind) : 0;
+    registry_ = std::make_unique<MemoryRegistry>(*transport_, staged_kinds);
+    staging_ = std::make_unique<Staging>(*device_, *transport_, *registry_, device_id);
     progress_ = std::make_unique<Progress>(*transport_, mode,
                                            [this](const afmesh_net_event *ev, int n) { dispatch(ev, n); });
 
@@ -102,7 +107,7 @@ Status Node::start() {
     auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
     if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
 
-    EngineContext ctx{*transport_, *device_, *registry_, *progress_, mu_, device_id};
+    EngineContext ctx{*transport_, *device_, *registry_, *staging_, *progress_, mu_, device_id};
     if (role_ == Role::kWorker)
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else
@@ -316,6 +321,7 @@ Node::~Node() {
     if (transport_) close_data_plane();  // stop() did, unless start() failed half-way
     worker_.reset();
     server_.reset();
+    staging_.reset();
     registry_.reset();
     control_.reset();
 }

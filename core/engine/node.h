@@ -17,6 +17,7 @@
 #include "module_loader.h"
 #include "progress.h"
 #include "server.h"
+#include "staging.h"
 #include "worker.h"
 
 struct afmesh_node {
@@ -77,6 +78,7 @@ private:
     const Role role_;
     std::unique_ptr<Module> device_, transport_;
     std::unique_ptr<MemoryRegistry> registry_;
+    std::unique_ptr<Staging> staging_;  // after registry_: its buffers are registrations
     std::unique_ptr<Progress> progress_;
     std::unique_ptr<ControlClient> control_;
     std::mutex mu_;  // the engines' state (EngineContext::mu)

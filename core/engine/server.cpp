@@ -28,7 +28,7 @@ ServerEngine::~ServerEngine() {
 void ServerEngine::free_slice(Slice &slice) {
     if (!slice.owned) return;
     (void)ctx_.registry.remove(slice.reg);
-    ctx_.device.device().mem_free(ctx_.device.ctx(), AFMESH_ALLOC_DEVICE, slice.ptr);
+    ctx_.device.device().mem_free(ctx_.device.ctx(), slice.where, slice.ptr);
     slice = Slice{};
 }
 
@@ -65,6 +65,9 @@ Status ServerEngine::register_recv_buffer(void *ptr, uint64_t bytes, uint32_t ki
     if (bytes % count != 0)
         return {Code::kInvalidArgument, std::to_string(bytes) + " bytes do not split into " + std::to_string(count) +
                                             " equal slices"};
+    const bool staged = ctx_.staging.needed(kind);
+    if (staged)
+        if (Status s = ctx_.staging.check_kind(kind, "receive buffer"); !s) return s;
     std::lock_guard lock(ctx_.mu);
     for (size_t i = 0; i < count; ++i) {
         if (worker_ranks[i] < 0 || worker_ranks[i] >= static_cast<int32_t>(workers_.size()))
@@ -79,14 +82,22 @@ Status ServerEngine::register_recv_buffer(void *ptr, uint64_t bytes, uint32_t ki
                 return {Code::kInvalidArgument, "key " + std::to_string(keys[i]) + " of " +
                                                     worker_name(worker_ranks[i]) + " is listed twice"};
     }
+    // A staged buffer's pinned twin lives as long as the node, like the registration of a host one.
+    Staging::Buffer twin;
     const Registration *reg = nullptr;
-    if (Status s = ctx_.registry.add(ptr, bytes, kind, device, &reg); !s) return s;
+    if (Status s = staged ? ctx_.staging.acquire(bytes, &twin) : ctx_.registry.add(ptr, bytes, kind, device, &reg); !s)
+        return s;
     const uint64_t slice_bytes = bytes / count;
     for (size_t i = 0; i < count; ++i) {
         Slice slice;
-        slice.ptr = static_cast<uint8_t *>(ptr) + i * slice_bytes;
+        slice.ptr = static_cast<uint8_t *>(staged ? twin.ptr : ptr) + i * slice_bytes;
         slice.capacity = slice_bytes;
-        slice.reg = reg;
+        slice.reg = staged ? twin.reg : reg;
+        if (staged) {
+            slice.device_ptr = static_cast<uint8_t *>(ptr) + i * slice_bytes;
+            slice.device_kind = kind;
+            slice.device = device;
+        }
         workers_[worker_ranks[i]]->slices[keys[i]] = slice;
         advertise(worker_ranks[i], keys[i], slice);
     }
@@ -101,10 +112,13 @@ void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) 
     if (!slice.ptr || (slice.owned && slice.capacity < req.bytes)) {
         free_slice(slice);
         const afmesh_device_ops &dev = ctx_.device.device();
+        // Device memory the transport cannot register would need staging; pinned host memory serves directly.
+        const uint32_t where = ctx_.staging.needed(dev.mem_kind) ? AFMESH_ALLOC_HOST_PINNED : AFMESH_ALLOC_DEVICE;
+        const uint32_t kind = where == AFMESH_ALLOC_DEVICE ? dev.mem_kind : static_cast<uint32_t>(AFMESH_MEM_HOST);
         void *ptr = nullptr;
         take_module_error();
-        if (dev.mem_alloc(ctx_.device.ctx(), ctx_.device_id, AFMESH_ALLOC_DEVICE, std::max<uint64_t>(req.bytes, 1),
-                          &ptr) != AFMESH_HAL_OK) {
+        if (dev.mem_alloc(ctx_.device.ctx(), ctx_.device_id, where, std::max<uint64_t>(req.bytes, 1), &ptr) !=
+            AFMESH_HAL_OK) {
             AFMESH_LOG(AFMESH_LOG_ERROR, "cannot allocate %llu bytes for key %llu of worker %d: %s",
                        static_cast<unsigned long long>(req.bytes), static_cast<unsigned long long>(req.key),
                        worker_rank, take_module_error().c_str());
@@ -112,10 +126,8 @@ void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) 
             return fail_worker(worker_rank, {Code::kNoMemory, "server could not allocate a receive slice"});
         }
         const Registration *reg = nullptr;
-        if (Status s = ctx_.registry.add(ptr, std::max<uint64_t>(req.bytes, 1), ctx_.device.device().mem_kind,
-                                         ctx_.device_id, &reg);
-            !s) {
-            dev.mem_free(ctx_.device.ctx(), AFMESH_ALLOC_DEVICE, ptr);
+        if (Status s = ctx_.registry.add(ptr, std::max<uint64_t>(req.bytes, 1), kind, ctx_.device_id, &reg); !s) {
+            dev.mem_free(ctx_.device.ctx(), where, ptr);
             worker.slices.erase(req.key);
             return fail_worker(worker_rank, s);
         }
@@ -123,6 +135,7 @@ void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) 
         slice.capacity = req.bytes;
         slice.reg = reg;
         slice.owned = true;
+        slice.where = where;
     }
     advertise(worker_rank, req.key, slice);
 }
@@ -187,6 +200,12 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
         view.bytes = t.bytes;
         view.kind = static_cast<afmesh_mem_kind>(slice.reg->kind);
         view.device = slice.reg->device;
+        if (slice.device_ptr) {
+            request->to_device.push_back({slice.device_ptr, slice.ptr, t.bytes});
+            view.data = slice.device_ptr;
+            view.kind = static_cast<afmesh_mem_kind>(slice.device_kind);
+            view.device = slice.device;
+        }
         view.dtype = t.dtype;
         view.ndim = t.ndim;
         std::copy(t.shape, t.shape + t.ndim, view.shape);
@@ -269,7 +288,7 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         return {Code::kTimeout, mode == AFMESH_BATCH_ANY ? "no request arrived in " + std::to_string(timeout_ms) + " ms"
                                                          : "not every worker sent a request within " +
                                                                std::to_string(timeout_ms) + " ms"};
-    std::lock_guard lock(ctx_.mu);
+    std::unique_lock lock(ctx_.mu);
     const uint64_t now = monotonic_ns();
     auto take = [&](Worker &worker) {
         afmesh_request *r = worker.ready.front();
@@ -303,12 +322,52 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         }
     }
     update_ready_counters();
+    lock.unlock();
+    // Staged pushes reach the device before the caller sees them; their
+    // slices stay held (readers) until respond, so no worker overwrites them.
+    for (size_t i = 0; i < *count; ++i)
+        for (const afmesh_request::Copy &c : requests[i]->to_device)
+            if (Status s = ctx_.staging.copy(c.dst, c.src, c.bytes); !s)
+                return {s.code(), "copying a push to the device receive buffer: " + s.message()};
+    return Status::ok();
+}
+
+Status ServerEngine::stage_response(const afmesh_tensor *tensors, size_t count, std::vector<afmesh_tensor> *out,
+                                    std::vector<Staging::Buffer> *buffers) {
+    for (size_t i = 0; i < count; ++i) {
+        const afmesh_tensor &t = tensors[i];
+        if (t.bytes == 0 || !t.data || !ctx_.staging.needed(t.kind)) continue;
+        if (Status s = ctx_.staging.check_kind(t.kind, "response tensor " + std::to_string(i)); !s) return s;
+        if (out->empty()) {
+            out->assign(tensors, tensors + count);
+            buffers->resize(count);
+        }
+        if (Status s = ctx_.staging.acquire(t.bytes, &(*buffers)[i]); !s) return s;
+        if (Status s = ctx_.staging.copy((*buffers)[i].ptr, t.data, t.bytes); !s) return s;
+        (*out)[i].data = (*buffers)[i].ptr;
+        (*out)[i].kind = AFMESH_MEM_HOST;
+        (*out)[i].device = -1;
+    }
     return Status::ok();
 }
 
 Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tensors, size_t count) {
     if (!request) return {Code::kInvalidArgument, "null request"};
     if (count && !tensors) return {Code::kInvalidArgument, "null tensors"};
+    // Device tensors go out from pinned copies, made without the lock and
+    // given back once respond returns (then the writes have completed).
+    // Both stay empty, without allocating, for host tensors.
+    std::vector<afmesh_tensor> staged;
+    std::vector<Staging::Buffer> buffers;
+    struct Unstage {
+        Staging &staging;
+        std::vector<Staging::Buffer> &buffers;
+        ~Unstage() {
+            for (Staging::Buffer &b : buffers) staging.release(b);
+        }
+    } unstage{ctx_.staging, buffers};
+    if (Status s = stage_response(tensors, count, &staged, &buffers); !s) return s;
+    if (!staged.empty()) tensors = staged.data();
     uint64_t cookie = 0;
     Worker *worker = nullptr;
     {

@@ -6,6 +6,11 @@
 // views of the receive slices; responding writes each answer straight into
 // the worker's pull buffer, then sends a RESPONSE with the real lengths,
 // which also hands the slices back to the worker (credit).
+//
+// Device memory the transport cannot register is staged (staging.h): a
+// device receive buffer gets a pinned twin that the workers write into, and
+// get_batch copies each request's pushes to the device before handing it
+// out; device response tensors are copied to pinned memory before the write.
 #pragma once
 
 #include <atomic>
@@ -28,6 +33,13 @@ struct afmesh_request {
     std::vector<std::pair<uint64_t, afmesh_tensor>> pushes;
     std::vector<afmesh::wire::PullMeta> pulls;
     uint64_t arrived_ns = 0, processed_ns = 0;
+    /** Staged pushes: get_batch copies them from the pinned slice to the device before handing this out. */
+    struct Copy {
+        void *dst;
+        const void *src;
+        uint64_t bytes;
+    };
+    std::vector<Copy> to_device;
 };
 
 namespace afmesh {
@@ -60,10 +72,14 @@ public:
 
 private:
     struct Slice {
-        void *ptr = nullptr;
+        void *ptr = nullptr;  // where workers write
         uint64_t capacity = 0;
         const Registration *reg = nullptr;
+        void *device_ptr = nullptr;  // staged: the user's device slice that ptr is copied to
+        uint32_t device_kind = AFMESH_MEM_HOST;
+        int device = -1;
         bool owned = false;     // allocated by a rendezvous (freed by us), not the user's
+        uint32_t where = AFMESH_ALLOC_DEVICE;  // of an owned slice
         uint32_t readers = 0;   // requests handed out and not yet answered
     };
     struct Inbound {
@@ -90,6 +106,9 @@ private:
     void protocol_error(int32_t worker, const std::string &what);
     void free_slice(Slice &slice);
     bool batch_ready(afmesh_batch_mode mode) const;
+    /** Stages response tensors the transport cannot register; `out` stays empty when none is. */
+    Status stage_response(const afmesh_tensor *tensors, size_t count, std::vector<afmesh_tensor> *out,
+                          std::vector<Staging::Buffer> *buffers);
     void update_ready_counters();
 
     EngineContext ctx_;

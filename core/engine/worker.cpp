@@ -39,8 +39,13 @@ wire::TensorMeta meta_of(uint64_t key, const afmesh_tensor &t) {
 }  // namespace
 
 WorkerEngine::WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers)
-    : ctx_(ctx), rank_(rank), servers_(num_servers), ops_(kMaxOpsInFlight) {
+    : ctx_(ctx), rank_(rank), servers_(num_servers), ops_(kMaxOpsInFlight), flags_(kMaxOpsInFlight, nullptr) {
     for (size_t i = 0; i < kMaxOpsInFlight; ++i) free_slots_.push_back(static_cast<uint16_t>(i));
+}
+
+WorkerEngine::~WorkerEngine() {
+    for (void *flag : flags_)
+        if (flag) ctx_.device.device().flag_destroy(ctx_.device.ctx(), flag);
 }
 
 void WorkerEngine::attach_server(int32_t server, afmesh_net_conn *conn) {
@@ -70,11 +75,43 @@ Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const af
     return Status::ok();
 }
 
+Status WorkerEngine::stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
+                           void *stream, std::vector<Staging::Buffer> *staged) {
+    Staging &staging = ctx_.staging;
+    bool wait_for_stream = false;
+    Status s;
+    for (size_t i = 0; i < num_push + num_pull && s; ++i) {
+        const bool is_push = i < num_push;
+        const afmesh_tensor &t = is_push ? push[i].tensor : pull[i - num_push].tensor;
+        if (t.bytes == 0 || !staging.needed(t.kind)) {
+            wait_for_stream |= is_push && t.kind != AFMESH_MEM_HOST;  // device memory the transport reads itself
+            continue;
+        }
+        s = staging.check_kind(t.kind, (is_push ? "push " : "pull ") + std::to_string(is_push ? i : i - num_push));
+        if (!s) break;
+        if (staged->empty()) staged->resize(num_push + num_pull);
+        Staging::Buffer &buffer = (*staged)[i];
+        s = staging.acquire(t.bytes, &buffer);
+        if (s && is_push) {
+            // On the caller's stream the copy runs behind the work that produces the tensor.
+            s = stream ? staging.copy_async(buffer.ptr, t.data, t.bytes, stream) : staging.copy(buffer.ptr, t.data, t.bytes);
+            wait_for_stream |= stream != nullptr;
+        }
+    }
+    if (s && wait_for_stream && stream) s = staging.wait_stream(stream);
+    if (!s)
+        for (Staging::Buffer &buffer : *staged) staging.release(buffer);
+    return s;
+}
+
 Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
-                              size_t num_pull) {
+                              size_t num_pull, const std::vector<Staging::Buffer> &staged) {
     op.pushes.clear();
     op.pulls.clear();
     op.parts.clear();
+    op.staged = !staged.empty();
+    op.delivered.store(false);
+    op.flag_armed = false;
     std::vector<int32_t> part_of(servers_.size(), -1);
     auto part_for = [&](int32_t server) -> Part & {
         if (part_of[server] < 0) {
@@ -86,14 +123,18 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
         return op.parts[part_of[server]];
     };
     for (size_t i = 0; i < num_push; ++i) {
-        const afmesh_tensor &t = push[i].tensor;
+        afmesh_tensor t = push[i].tensor;
         afmesh_net_mr *mr = nullptr;
-        if (t.bytes > 0) {
+        const Staging::Buffer buffer = op.staged ? staged[i] : Staging::Buffer{};
+        if (buffer.ptr) {
+            t.data = buffer.ptr;  // the pinned copy is what travels
+            mr = buffer.reg->mr;
+        } else if (t.bytes > 0) {
             const Registration *reg = nullptr;
             if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &reg); !s) return s;
             mr = reg->mr;
         }
-        op.pushes.push_back({push[i].key, t, mr});
+        op.pushes.push_back({push[i].key, t, mr, buffer});
         if (push[i].num_servers == 0) {
             for (size_t s = 0; s < servers_.size(); ++s) part_for(static_cast<int32_t>(s)).pushes.push_back(i);
         } else {
@@ -104,11 +145,18 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
         }
     }
     for (size_t i = 0; i < num_pull; ++i) {
-        const afmesh_tensor &t = pull[i].tensor;
+        afmesh_tensor t = pull[i].tensor;
         const Registration *reg = nullptr;
-        if (t.bytes > 0)
+        const Staging::Buffer buffer = op.staged ? staged[num_push + i] : Staging::Buffer{};
+        void *device_data = nullptr;
+        if (buffer.ptr) {
+            device_data = t.data;  // the server writes into the pinned buffer; deliver() copies it here
+            t.data = buffer.ptr;
+            reg = buffer.reg;
+        } else if (t.bytes > 0) {
             if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &reg); !s) return s;
-        op.pulls.push_back({pull[i].key, t, pull[i].server, reg, 0});
+        }
+        op.pulls.push_back({pull[i].key, t, pull[i].server, reg, 0, buffer, device_data});
         part_for(pull[i].server).pulls.push_back(i);
     }
     for (const Part &p : op.parts) {
@@ -125,16 +173,27 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
 }
 
 Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                               afmesh_handle *handle) {
+                               void *stream, afmesh_handle *handle) {
     if (!handle) return {Code::kInvalidArgument, "null handle pointer"};
     if (Status s = validate(push, num_push, pull, num_pull); !s) return s;
+    // Before the lock: staging copies may block. Stays empty (no allocation) for host tensors.
+    std::vector<Staging::Buffer> staged;
+    if (Status s = stage(push, num_push, pull, num_pull, stream, &staged); !s) return s;
+    auto unstage = [&] {
+        for (Staging::Buffer &buffer : staged) ctx_.staging.release(buffer);
+    };
     std::lock_guard lock(ctx_.mu);
-    if (free_slots_.empty())
+    if (free_slots_.empty()) {
+        unstage();
         return {Code::kNoMemory, "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) +
                                      "); wait for some first"};
+    }
     uint16_t slot = free_slots_.front();
     Op &op = ops_[slot];
-    if (Status s = build_op(op, push, num_push, pull, num_pull); !s) return s;
+    if (Status s = build_op(op, push, num_push, pull, num_pull, staged); !s) {
+        unstage();
+        return s;
+    }
     free_slots_.pop_front();
     op.in_use = true;
     op.retired = false;
@@ -317,8 +376,64 @@ void WorkerEngine::finish_if_settled(uint16_t slot) {
         // pull buffers). Not posted: it still will be, unless the op failed.
         if (part.request_sent || op.error.is_ok()) return;
     }
+    // A waiting stream reads the pull buffers as soon as it is released:
+    // they must hold the answers first (a copy under the lock, only then).
+    if (op.error.is_ok() && op.flag_armed)
+        if (Status s = deliver(op); !s) op.error = s;
     op.state.store(op.error.is_ok() ? kDone : kFailed);
+    release_stream(slot);
     ctx_.progress.notify_waiters();
+}
+
+Status WorkerEngine::deliver(Op &op) {
+    if (!op.staged || op.delivered.exchange(true)) return Status::ok();
+    for (const PullSpec &pull : op.pulls)
+        if (pull.device_data)
+            if (Status s = ctx_.staging.copy(pull.device_data, pull.staged.ptr, pull.received_bytes); !s) return s;
+    return Status::ok();
+}
+
+void WorkerEngine::release_staging(Op &op) {
+    if (!op.staged) return;
+    for (PushSpec &push : op.pushes) ctx_.staging.release(push.staged);
+    for (PullSpec &pull : op.pulls) ctx_.staging.release(pull.staged);
+    op.staged = false;
+}
+
+void WorkerEngine::release_stream(uint16_t slot) {
+    const Op &op = ops_[slot];
+    if (!op.flag_armed) return;
+    // Flag values are the op's sequence: they grow with every reuse of the slot.
+    if (ctx_.device.device().flag_write(ctx_.device.ctx(), flags_[slot], op.sequence) != AFMESH_HAL_OK)
+        AFMESH_LOG(AFMESH_LOG_ERROR, "cannot release a stream waiting for push-pull slot %u: %s", slot,
+                   take_module_error().c_str());
+}
+
+Status WorkerEngine::stream_wait(afmesh_handle handle, void *stream) {
+    if (!stream)
+        return {Code::kInvalidArgument, "afmesh_stream_wait needs a stream (the device module's stream handle)"};
+    std::lock_guard lock(ctx_.mu);
+    Op *op = nullptr;
+    if (Status s = find_op(handle, &op); !s) return s;
+    const afmesh_device_ops &dev = ctx_.device.device();
+    if (!dev.flag_create || !dev.flag_destroy || !dev.flag_write || !dev.stream_wait_flag)
+        return {Code::kNotSupported, "device module '" + ctx_.device.name() +
+                                         "' cannot make a stream wait for the host (it has no flags); "
+                                         "use afmesh_wait or afmesh_test"};
+    const uint16_t slot = slot_of(handle);
+    take_module_error();
+    if (!flags_[slot] && dev.flag_create(ctx_.device.ctx(), ctx_.device_id, &flags_[slot]) != AFMESH_HAL_OK) {
+        flags_[slot] = nullptr;
+        return {Code::kError, "cannot create a device flag: " + take_module_error()};
+    }
+    if (int rc = dev.stream_wait_flag(ctx_.device.ctx(), stream, flags_[slot], op->sequence); rc != AFMESH_HAL_OK)
+        return {static_cast<Code>(rc), "cannot make the stream wait: " + take_module_error()};
+    op->flag_armed = true;
+    if (op->state.load() == kPending) return Status::ok();
+    // Settled before the stream started waiting: release it now (even if the copy fails: it must not hang).
+    Status delivered = op->state.load() == kDone ? deliver(*op) : Status::ok();
+    release_stream(slot);
+    return delivered;
 }
 
 void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
@@ -379,9 +494,12 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     Status waited = ctx_.progress.wait_until([op] { return op->state.load() != kPending; }, deadline);
     if (!waited) return {Code::kTimeout, "push-pull " + std::to_string(handle) + " did not complete in " +
                                              std::to_string(timeout_ms) + " ms"};
+    // Settled, so this thread owns the op; the copy to the device happens without the lock.
+    Status delivered = op->state.load() == kDone ? deliver(*op) : Status::ok();
     std::lock_guard lock(ctx_.mu);
-    Status result = op->state.load() == kDone ? Status::ok() : op->error;
+    Status result = op->state.load() == kDone ? delivered : op->error;
     // The op has settled: no server will write into its buffers any more.
+    release_staging(*op);
     op->in_use = false;
     op->retired = true;
     free_slots_.push_back(slot_of(handle));
@@ -390,14 +508,17 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
 
 Status WorkerEngine::test(afmesh_handle handle) {
     ctx_.progress.poll_once();
-    std::lock_guard lock(ctx_.mu);
     Op *op = nullptr;
-    if (Status s = find_op(handle, &op); !s) return s;
-    switch (op->state.load()) {
-    case kDone: return Status::ok();
-    case kFailed: return op->error;
-    default: return {Code::kAgain, "in progress"};
+    {
+        std::lock_guard lock(ctx_.mu);
+        if (Status s = find_op(handle, &op); !s) return s;
+        switch (op->state.load()) {
+        case kDone: break;
+        case kFailed: return op->error;
+        default: return {Code::kAgain, "in progress"};
+        }
     }
+    return deliver(*op);  // without the lock, like wait()
 }
 
 Status WorkerEngine::pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes) {

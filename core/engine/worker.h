@@ -8,6 +8,14 @@
 // "busy" from the write until the response: a later push of the same key to
 // the same server waits (credit), so the server never sees a slice
 // overwritten while it still reads it.
+//
+// Device tensors the transport cannot register are staged (staging.h): a
+// push is copied into pinned host memory before it is posted, behind the
+// caller's work on its stream; a pull is received into pinned memory and
+// copied to the device before wait/test report success (or, after
+// stream_wait, before the stream is released). The staging copies block the
+// calling thread (never under the engine lock): posting from the progress
+// thread once a device event completes is the next step.
 #pragma once
 
 #include <atomic>
@@ -28,11 +36,17 @@ namespace afmesh {
 class WorkerEngine {
 public:
     WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers);
+    ~WorkerEngine();
+    WorkerEngine(const WorkerEngine &) = delete;
+    WorkerEngine &operator=(const WorkerEngine &) = delete;
 
     int32_t rank() const { return rank_; }
 
+    /** `stream`: the device stream the pushed device tensors are produced on (null: none to wait for). */
     Status push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                     afmesh_handle *handle);
+                     void *stream, afmesh_handle *handle);
+    /** Makes `stream` wait until the push-pull has ended, with the device module's flags. */
+    Status stream_wait(afmesh_handle handle, void *stream);
     Status wait(afmesh_handle handle, int timeout_ms);
     Status test(afmesh_handle handle);
     Status pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes);
@@ -49,8 +63,9 @@ public:
 private:
     struct PushSpec {
         uint64_t key;
-        afmesh_tensor tensor;
+        afmesh_tensor tensor;  // for a staged push: the pinned copy
         afmesh_net_mr *mr;
+        Staging::Buffer staged;
     };
     struct PullSpec {
         uint64_t key;
@@ -58,6 +73,8 @@ private:
         int32_t server;
         const Registration *reg;
         uint64_t received_bytes;
+        Staging::Buffer staged;       // a staged pull: tensor.data is staged.ptr,
+        void *device_data = nullptr;  // and the answer is copied here
     };
     struct Part {
         int32_t server = -1;
@@ -78,6 +95,9 @@ private:
         std::vector<Part> parts;
         std::atomic<int> state{kPending};
         Status error;  // first failure; the op ends once no server still owes it an answer
+        bool staged = false;                 // some tensor goes through staging buffers
+        std::atomic<bool> delivered{false};  // staged pulls copied to the device
+        bool flag_armed = false;             // a stream waits on flags_[slot] for this op
     };
     struct RemoteSlice {
         bool known = false;
@@ -101,9 +121,23 @@ private:
     };
 
     Status validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull) const;
+    /**
+     * Stages the device tensors the transport cannot register: (*staged)[i]
+     * for push i, [num_push + j] for pull j; left empty when nothing is staged.
+     * Pushes are copied, behind `stream`'s work; device pushes the transport
+     * reads directly wait for `stream`. Called without the lock.
+     */
+    Status stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull, void *stream,
+                 std::vector<Staging::Buffer> *staged);
+    /** Copies staged pulls to the device, once. */
+    Status deliver(Op &op);
+    void release_staging(Op &op);
+    /** Lets a stream that stream_wait()ed for the settled op in `slot` proceed. */
+    void release_stream(uint16_t slot);
     /** The op of a handle not yet waited (or, with `retired_ok`, waited but not yet reused). */
     Status find_op(afmesh_handle handle, Op **op, bool retired_ok = false);
-    Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull);
+    Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
+                    const std::vector<Staging::Buffer> &staged);
     /**
      * Posts a part whole (every push, then the request) or not at all; false
      * when it must wait for a slice (credit or rendezvous).
@@ -125,6 +159,7 @@ private:
     std::deque<uint16_t> free_slots_;  // FIFO, so retired results stay readable for a while
     uint32_t next_sequence_ = 1;
     std::vector<uint8_t> scratch_;  // message encoding buffer, reused
+    std::vector<void *> flags_;     // per slot, made by the first stream_wait on it
 };
 
 }  // namespace afmesh

@@ -148,7 +148,9 @@ AFMESH_API afmesh_status afmesh_set_poll_mode(afmesh_node *node, const char *mod
 /**
  * Registers memory once, off the hot path, for use as push sources, pull
  * destinations or response sources. `kind` is explicit; `device` is the
- * device index (ignored for host memory).
+ * device index (ignored for host memory). Device memory the transport cannot
+ * register but the device module stages (see afmesh_push_pull_on_stream) is
+ * accepted and only recorded. NOT_SUPPORTED for memory neither handles.
  */
 AFMESH_API afmesh_status afmesh_register_buffer(afmesh_node *node, void *ptr, uint64_t bytes, afmesh_mem_kind kind,
                                                 int device, afmesh_mr **mr);
@@ -181,6 +183,36 @@ typedef struct afmesh_pull {
  */
 AFMESH_API afmesh_status afmesh_push_pull(afmesh_node *node, const afmesh_push *push, size_t num_push,
                                           const afmesh_pull *pull, size_t num_pull, afmesh_handle *handle);
+/**
+ * afmesh_push_pull for device tensors produced on a stream: the pushes are
+ * read only after the work already queued on `stream` (the device module's
+ * native stream handle: cudaStream_t, hipStream_t, ze command list) has
+ * finished; NULL means there is nothing to wait for. Host tensors ignore the
+ * stream.
+ *
+ * Device memory the transport cannot register (e.g. CUDA memory over tcp)
+ * is staged through pinned host memory from the device module: pushes are
+ * copied to it (on `stream`), pulls land in it and are copied to the device
+ * buffer (the real response length only) before wait/test report OK or a
+ * stream released by afmesh_stream_wait runs on. In this version the call
+ * returns once the staging copies (and, for device memory the transport
+ * reads directly, the stream's work) are done.
+ * Errors as afmesh_push_pull; NOT_SUPPORTED for memory that neither the
+ * transport nor the device module in use handles (the message says which).
+ */
+AFMESH_API afmesh_status afmesh_push_pull_on_stream(afmesh_node *node, const afmesh_push *push, size_t num_push,
+                                                    const afmesh_pull *pull, size_t num_pull, void *stream,
+                                                    afmesh_handle *handle);
+/**
+ * Makes `stream` (not NULL) wait until the push-pull has ended, without
+ * blocking the calling thread: work queued on the stream afterwards sees the
+ * pull buffers filled. The stream is also released when the push-pull fails,
+ * so the handle must still be waited (afmesh_wait/afmesh_test) to learn the
+ * result and free it. NOT_SUPPORTED when the device module cannot make a
+ * stream wait for the host (the cpu module: use afmesh_wait); NOT_FOUND for
+ * an unknown or already waited handle.
+ */
+AFMESH_API afmesh_status afmesh_stream_wait(afmesh_node *node, afmesh_handle handle, void *stream);
 /**
  * Waits for a push-pull. OK, TIMEOUT (the handle stays valid: wait again),
  * PEER_FAILED (a server it involved failed: the message names it). After
@@ -217,7 +249,9 @@ AFMESH_API afmesh_status afmesh_trace_get(afmesh_node *node, afmesh_handle handl
 /**
  * Provides receive memory: [ptr, ptr+bytes) is cut into `count` equal
  * slices; slice i receives pushes of key keys[i] from worker worker_ranks[i].
- * Call before those workers push those keys.
+ * Call before those workers push those keys. Device memory the transport
+ * cannot register gets a pinned host twin that workers write into; get_batch
+ * copies each request's pushes to the device buffer before returning it.
  */
 AFMESH_API afmesh_status afmesh_register_recv_buffer(afmesh_node *node, void *ptr, uint64_t bytes,
                                                      afmesh_mem_kind kind, int device, const int32_t *worker_ranks,
@@ -253,8 +287,10 @@ AFMESH_API afmesh_status afmesh_request_pull(const afmesh_request *request, size
 
 /**
  * Answers a request: tensors[i] goes to pull slot i (count must equal the
- * request's pull count), written straight into the worker's buffer; it may
- * be shorter than the slot. Releases the request's receive slices to the
+ * request's pull count), written straight into the worker's buffer (device
+ * tensors the transport cannot register are first copied to pinned host
+ * memory; their producing work must have finished); it may be shorter than
+ * the slot. Releases the request's receive slices to the
  * worker and frees the request. INVALID_ARGUMENT (too long, wrong count)
  * leaves the request valid so it can be answered again.
  */

@@ -93,6 +93,15 @@ public:
         check(afmesh_push_pull(node_, push.data(), push.size(), pull.data(), pull.size(), &h));
         return h;
     }
+    /** Worker: starts a push-pull whose device pushes are read after the work queued on `stream`. */
+    afmesh_handle push_pull_on_stream(const std::vector<afmesh_push> &push, const std::vector<afmesh_pull> &pull,
+                                      void *stream) {
+        afmesh_handle h = 0;
+        check(afmesh_push_pull_on_stream(node_, push.data(), push.size(), pull.data(), pull.size(), stream, &h));
+        return h;
+    }
+    /** Worker: makes `stream` wait for the push-pull without blocking; wait() it afterwards all the same. */
+    void stream_wait(afmesh_handle h, void *stream) { check(afmesh_stream_wait(node_, h, stream)); }
     /** Worker: waits for a push-pull (throws on timeout or failure). */
     void wait(afmesh_handle h, int timeout_ms = -1) { check(afmesh_wait(node_, h, timeout_ms)); }
 

@@ -7,17 +7,36 @@
 //                     [--subset] [--dynamic] [--respond-vec] [--unregistered]
 //                     [--die-after K]     (this node SIGKILLs itself after K rounds)
 //                     [--expect-peer-failure]  (succeed only once a peer's death is reported)
+//                     [--device]          (tensors in device memory of the AFMESH_DEVICE module)
+//                     [--stream-wait]     (with --device, one micro-batch: the worker reads its pulls
+//                                          behind afmesh_stream_wait, armed before the server answers)
+//                     [--report-latency]  (worker: print p50/p99 of push-pull -> answers readable on
+//                                          the host; with --stream-wait servers no longer hold answers back)
 //   af_test_node join --expect STATUS   (only joins; STATUS e.g. AFMESH_ERR_TIMEOUT)
+//
+// With --device the node loads the device module itself (from
+// AFMESH_MODULE_PATH) to allocate device memory and copy to and from it: the
+// worker writes its pushes with an asynchronous copy on its stream and
+// pushes with afmesh_push_pull_on_stream, so a push read before that stream's
+// work would carry stale bytes; pull buffers are filled with a sentinel
+// first, so bytes past a short answer must still hold it.
 #include <afmesh/afmesh.hpp>
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "afmesh/hal/device.h"
 
 namespace {
 
@@ -31,6 +50,7 @@ struct Options {
     bool subset = false, dynamic = false, respond_vec = false, unregistered = false;
     int die_after = -1;
     bool expect_peer_failure = false;
+    bool device = false, stream_wait = false, report_latency = false;
     std::string expect;
 };
 
@@ -61,10 +81,87 @@ Options parse(int argc, char **argv) {
         else if (a == "--die-after") o.die_after = std::stoi(value());
         else if (a == "--expect-peer-failure") o.expect_peer_failure = true;
         else if (a == "--expect") o.expect = value();
+        else if (a == "--device") o.device = true;
+        else if (a == "--stream-wait") o.stream_wait = true;
+        else if (a == "--report-latency") o.report_latency = true;
         else fail("unknown option " + a);
     }
     return o;
 }
+
+// Memory for a node's tensors: host memory, or (--device) memory of the
+// device module AFMESH_DEVICE names, reached through that module's copies.
+class Memory {
+public:
+    explicit Memory(bool device) {
+        if (!device) return;
+        const char *name = getenv("AFMESH_DEVICE"), *path = getenv("AFMESH_MODULE_PATH");
+        if (!name || !path) fail("--device needs AFMESH_DEVICE and AFMESH_MODULE_PATH");
+        std::string dirs = path;
+        void *lib = nullptr;
+        for (size_t start = 0; !lib && start <= dirs.size();) {
+            size_t end = std::min(dirs.find(':', start), dirs.size());
+            lib = dlopen((dirs.substr(start, end - start) + "/libafmesh_dev_" + name + ".so").c_str(), RTLD_NOW);
+            start = end + 1;
+        }
+        if (!lib) fail(std::string("cannot load device module ") + name + " from " + path);
+        auto query = reinterpret_cast<afmesh_module_query_fn>(dlsym(lib, "afmesh_module_query"));
+        afmesh_module_desc desc{};
+        desc.struct_size = sizeof desc;
+        if (!query || query(AFMESH_HAL_ABI_MAJOR, &kServices, &desc) != AFMESH_HAL_OK)
+            fail(std::string("device module ") + name + " does not answer its query");
+        ops_ = static_cast<const afmesh_device_ops *>(desc.ops);
+        check_hal(ops_->init(&ctx_), "init");
+        check_hal(ops_->stream_create(ctx_, 0, &stream_), "stream_create");
+        kind_ = static_cast<afmesh_mem_kind>(ops_->mem_kind);
+    }
+
+    bool device() const { return ops_ != nullptr; }
+    afmesh_mem_kind kind() const { return kind_; }
+    void *stream() const { return stream_; }
+    const afmesh_device_ops &ops() const { return *ops_; }
+    void *ctx() const { return ctx_; }
+
+    /** Device memory (freed with the process), or `host` itself for host memory. */
+    void *place(std::vector<float> &host) {
+        if (!device()) return host.data();
+        void *p = nullptr;
+        check_hal(ops_->mem_alloc(ctx_, 0, AFMESH_ALLOC_DEVICE, host.size() * sizeof(float), &p), "mem_alloc");
+        return p;
+    }
+    /** Queues a copy on the stream; both buffers must stay untouched until the stream has run it. */
+    void copy_async(void *dst, const void *src, size_t bytes) {
+        if (dst != src) check_hal(ops_->memcpy_async(ctx_, dst, src, bytes, stream_), "memcpy_async");
+    }
+    void copy(void *dst, const void *src, size_t bytes) {
+        if (dst == src) return;
+        if (device()) check_hal(ops_->memcpy_sync(ctx_, dst, src, bytes), "memcpy_sync");
+        else memmove(dst, src, bytes);
+    }
+    void check_hal(int rc, const char *what) {
+        if (rc != AFMESH_HAL_OK) fail(std::string("device module ") + what + " failed: " + t_error);
+    }
+
+private:
+    static void ignore_log(int, const char *, const char *, ...) {}
+    static void set_error(const char *fmt, ...) {
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        t_error = buf;
+    }
+    static const char *get_config(const char *name) { return getenv(name); }
+    static inline thread_local std::string t_error;
+    static constexpr afmesh_host_services kServices = {sizeof(afmesh_host_services), ignore_log, set_error, get_config};
+
+    const afmesh_device_ops *ops_ = nullptr;
+    void *ctx_ = nullptr, *stream_ = nullptr;
+    afmesh_mem_kind kind_ = AFMESH_MEM_HOST;
+};
+
+constexpr float kSentinel = -12345.0f;  // what a device pull buffer holds before the answer
 
 afmesh_role role_from_env() {
     const char *r = getenv("AFMESH_ROLE");
@@ -74,9 +171,10 @@ afmesh_role role_from_env() {
     return AFMESH_ROLE_SCHEDULER;
 }
 
-afmesh_tensor matrix(float *data, int rows, int cols) {
+afmesh_tensor matrix(void *data, int rows, int cols, afmesh_mem_kind kind = AFMESH_MEM_HOST) {
     afmesh_tensor t{};
     t.data = data;
+    t.kind = kind;
     t.bytes = static_cast<uint64_t>(rows) * cols * sizeof(float);
     t.dtype = {2, 32, 1};
     t.ndim = 2;
@@ -103,28 +201,37 @@ bool maybe_die(const Options &o, int round) {
     return false;
 }
 
-int run_worker(Node &node, const Options &o) {
+int run_worker(Node &node, Memory &mem, const Options &o) {
     const int rank = node.rank(), servers = node.num_servers();
     const size_t elems = static_cast<size_t>(o.rows) * o.cols;
+    const size_t bytes = elems * sizeof(float);
+    // Host copies; with --device the tensors themselves live in device memory.
     std::vector<std::vector<float>> push(o.microbatches, std::vector<float>(elems));
     std::vector<std::vector<float>> pull(static_cast<size_t>(o.microbatches) * servers, std::vector<float>(elems));
+    std::vector<void *> push_at, pull_at;
+    for (auto &b : push) push_at.push_back(mem.place(b));
+    for (auto &b : pull) pull_at.push_back(mem.place(b));
+    const std::vector<float> sentinel(elems, kSentinel);
     std::vector<afmesh::api::Registration> regs;
     regs.reserve(push.size() + pull.size());
     if (!o.unregistered) {
-        for (auto &b : push) regs.emplace_back(node, b.data(), b.size() * sizeof(float));
-        for (auto &b : pull) regs.emplace_back(node, b.data(), b.size() * sizeof(float));
+        for (void *b : push_at) regs.emplace_back(node, b, bytes, mem.kind());
+        for (void *b : pull_at) regs.emplace_back(node, b, bytes, mem.kind());
     }
     // Servers register their receive slices before this barrier.
     check(afmesh_barrier(node.get(), 3, 30000));
+    std::vector<double> latencies_us;
     for (int iter = 0; iter < o.iters; ++iter) {
         maybe_die(o, iter);
+        const auto started = std::chrono::steady_clock::now();
         std::vector<afmesh_handle> handles;
         std::vector<std::vector<int32_t>> targets(o.microbatches);
         for (int mb = 0; mb < o.microbatches; ++mb) {
             for (size_t i = 0; i < elems; ++i) push[mb][i] = pushed_value(rank, iter, mb, static_cast<int>(i));
+            mem.copy_async(push_at[mb], push[mb].data(), bytes);  // the push-pull must read after this
             afmesh_push p{};
             p.key = static_cast<uint64_t>(mb);
-            p.tensor = matrix(push[mb].data(), o.rows, o.cols);
+            p.tensor = matrix(push_at[mb], o.rows, o.cols, mem.kind());
             if (o.subset) {
                 targets[mb] = {target_server(iter, mb, servers)};
                 p.servers = targets[mb].data();
@@ -135,14 +242,29 @@ int run_worker(Node &node, const Options &o) {
                 if (o.subset && s != targets[mb][0]) continue;
                 afmesh_pull q{};
                 q.key = 1000 + static_cast<uint64_t>(mb);
-                q.tensor = matrix(pull[mb * servers + s].data(), o.rows, o.cols);
+                if (mem.device()) mem.copy(pull_at[mb * servers + s], sentinel.data(), bytes);
+                q.tensor = matrix(pull_at[mb * servers + s], o.rows, o.cols, mem.kind());
                 q.server = s;
                 pulls.push_back(q);
             }
-            handles.push_back(node.push_pull({p}, pulls));
+            handles.push_back(mem.device() ? node.push_pull_on_stream({p}, pulls, mem.stream()) : node.push_pull({p}, pulls));
+        }
+        if (o.stream_wait) {
+            // The stream reads the pulls only after the push-pull has ended and they reached the device.
+            node.stream_wait(handles[0], mem.stream());
+            for (int s = 0; s < servers; ++s) mem.copy_async(pull[s].data(), pull_at[s], bytes);
+            // Servers answer only after this barrier: the stream waits before the push-pull ends.
+            if (!o.report_latency) check(afmesh_barrier(node.get(), 3, 30000));
+            mem.check_hal(mem.ops().stream_sync(mem.ctx(), mem.stream()), "stream_sync");
         }
         for (int mb = 0; mb < o.microbatches; ++mb) {
             node.wait(handles[mb], 30000);
+            if (mem.device() && !o.stream_wait)
+                for (int s = 0; s < servers; ++s) mem.copy(pull[mb * servers + s].data(), pull_at[mb * servers + s], bytes);
+        }
+        latencies_us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
+        for (int mb = 0; mb < o.microbatches; ++mb) {
             size_t pull_index = 0;
             for (int s = 0; s < servers; ++s) {
                 if (o.subset && s != targets[mb][0]) continue;
@@ -160,31 +282,43 @@ int run_worker(Node &node, const Options &o) {
                              std::to_string(s) + " element " + std::to_string(i) + ": got " + std::to_string(got[i]) +
                              ", want " + std::to_string(want));
                 }
+                for (size_t i = static_cast<size_t>(rows) * o.cols; mem.device() && i < elems; ++i)
+                    if (got[i] != kSentinel)
+                        fail("server " + std::to_string(s) + " wrote past its " + std::to_string(rows) + "-row answer");
             }
         }
     }
     if (o.expect_peer_failure) fail("no peer failure was reported");
     printf("worker %d: %d iterations x %d micro-batches verified\n", rank, o.iters, o.microbatches);
+    if (o.report_latency && !latencies_us.empty()) {
+        std::sort(latencies_us.begin(), latencies_us.end());
+        printf("worker %d latency_us p50 %.1f p99 %.1f\n", rank, latencies_us[latencies_us.size() / 2],
+               latencies_us[latencies_us.size() * 99 / 100]);
+    }
     return 0;
 }
 
-int run_server(Node &node, const Options &o) {
+int run_server(Node &node, Memory &mem, const Options &o) {
     const int rank = node.rank(), workers = node.num_workers();
     const size_t elems = static_cast<size_t>(o.rows) * o.cols;
     std::vector<float> recv;
     if (!o.unregistered) {
         // One slice per (worker, micro-batch key).
         recv.resize(elems * workers * o.microbatches);
+        void *recv_at = mem.place(recv);
         std::vector<int32_t> ranks;
         std::vector<uint64_t> keys;
         for (int w = 0; w < workers; ++w)
             for (int mb = 0; mb < o.microbatches; ++mb) ranks.push_back(w), keys.push_back(static_cast<uint64_t>(mb));
-        check(afmesh_register_recv_buffer(node.get(), recv.data(), recv.size() * sizeof(float), AFMESH_MEM_HOST, 0,
+        check(afmesh_register_recv_buffer(node.get(), recv_at, recv.size() * sizeof(float), mem.kind(), 0,
                                           ranks.data(), keys.data(), ranks.size()));
     }
     check(afmesh_barrier(node.get(), 3, 30000));  // slices exist before any worker pushes
-    std::vector<float> out(elems * workers);
-    afmesh::api::Registration out_reg(node, out.data(), out.size() * sizeof(float));
+    std::vector<float> out(elems * workers), x_host(elems);
+    void *out_at = mem.place(out);  // --device: answers go out from device memory
+    afmesh::api::Registration out_reg(node, out_at, out.size() * sizeof(float), mem.kind());
+    // Registered receive buffers keep their kind; rendezvous slices are the library's choice.
+    const afmesh_mem_kind push_kind = o.unregistered ? AFMESH_MEM_HOST : mem.kind();
     // Every worker sends one request per micro-batch per iteration (to this
     // server, unless subset mode routes it elsewhere).
     int expected = 0;
@@ -198,6 +332,8 @@ int run_server(Node &node, const Options &o) {
         size_t count = 0;
         check(afmesh_get_batch(node.get(), o.subset ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS, 30000, batch.data(),
                                batch.size(), &count));
+        if (o.stream_wait && !o.report_latency)
+            check(afmesh_barrier(node.get(), 3, 30000));  // every worker's stream waits by now
         std::vector<int64_t> counts;
         for (size_t r = 0; r < count; ++r) {
             int32_t worker = -1;
@@ -208,8 +344,14 @@ int run_server(Node &node, const Options &o) {
             check(afmesh_request_push(batch[r], 0, &key, &in));
             if (num_push != 1 || num_pull != 1 || in.bytes != elems * sizeof(float) || in.ndim != 2)
                 fail("unexpected request shape from worker " + std::to_string(worker));
-            // The iteration is encoded in the pushed values: recover it for the dynamic row count.
+            if (!o.unregistered && in.kind != push_kind)
+                fail("push view of kind " + std::to_string(in.kind) + ", want " + std::to_string(push_kind));
             const float *x = static_cast<const float *>(in.data);
+            if (in.kind != AFMESH_MEM_HOST) {
+                mem.copy(x_host.data(), in.data, in.bytes);
+                x = x_host.data();
+            }
+            // The iteration is encoded in the pushed values: recover it for the dynamic row count.
             const int iter = (static_cast<int>(x[0]) - worker * 1000) / 10;
             const int rows = answered_rows(o, iter, rank);
             float *y = out.data() + (o.respond_vec ? elems * r : 0);
@@ -217,8 +359,9 @@ int run_server(Node &node, const Options &o) {
             if (o.respond_vec) {
                 counts.push_back(rows);
             } else {
-                afmesh_tensor t = matrix(y, rows, o.cols);
-                node.respond(batch[r], {t});
+                void *y_at = static_cast<float *>(out_at) + (y - out.data());
+                mem.copy(y_at, y, static_cast<size_t>(rows) * o.cols * sizeof(float));
+                node.respond(batch[r], {matrix(y_at, rows, o.cols, mem.kind())});
             }
         }
         if (o.respond_vec) {
@@ -228,7 +371,9 @@ int run_server(Node &node, const Options &o) {
                 packed.insert(packed.end(), out.begin() + elems * r, out.begin() + elems * r + counts[r] * o.cols);
             int64_t total = 0;
             for (int64_t c : counts) total += c;
-            afmesh_tensor buffer = matrix(packed.data(), static_cast<int>(total), o.cols);
+            void *packed_at = mem.device() ? out_at : packed.data();
+            mem.copy(packed_at, packed.data(), packed.size() * sizeof(float));
+            afmesh_tensor buffer = matrix(packed_at, static_cast<int>(total), o.cols, mem.kind());
             check(afmesh_respond_vec(node.get(), &buffer, counts.data(), batch.data(), count));
         }
         answered += static_cast<int>(count);
@@ -242,6 +387,8 @@ int run_server(Node &node, const Options &o) {
 
 int main(int argc, char **argv) {
     Options o = parse(argc, argv);
+    if (o.stream_wait && (!o.device || o.microbatches != 1 || o.subset || o.respond_vec))
+        fail("--stream-wait goes with --device, --microbatches 1 and neither --subset nor --respond-vec");
     const afmesh_role role = role_from_env();
     if (o.scenario == "join") {
         afmesh_config config{};
@@ -255,9 +402,11 @@ int main(int argc, char **argv) {
     }
     if (o.scenario != "echo") fail("unknown scenario " + o.scenario);
     try {
+        // Loaded before the node, so the node's query of the same module is the last (its error reporting wins).
+        Memory mem(o.device && role != AFMESH_ROLE_SCHEDULER);
         Node node(role);
         if (role == AFMESH_ROLE_SCHEDULER) return 0;  // serves until every node has stopped (in the destructor)
-        return role == AFMESH_ROLE_WORKER ? run_worker(node, o) : run_server(node, o);
+        return role == AFMESH_ROLE_WORKER ? run_worker(node, mem, o) : run_server(node, mem, o);
     } catch (const Error &e) {
         // Any call may be the one that learns of a peer's death.
         if (o.expect_peer_failure && e.status() == AFMESH_ERR_PEER_FAILED) {

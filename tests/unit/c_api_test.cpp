@@ -196,4 +196,89 @@ TEST_F(CApiCluster, ReceiveBufferMustSplitEvenly) {
               AFMESH_ERR_INVALID_ARGUMENT);
 }
 
+// afmesh_push_pull_on_stream and afmesh_stream_wait over the cpu device
+// module: a stream (here any non-null token: the cpu module's streams are
+// just identities) cannot wait for the host, and misuse is a status.
+TEST_F(CApiCluster, PushPullOnStreamAndStreamWaitRefuseMisuse) {
+    int token = 0;
+    void *stream = &token;
+    afmesh_handle h = 0;
+    EXPECT_EQ(afmesh_push_pull_on_stream(nullptr, nullptr, 0, nullptr, 0, stream, &h), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("not a worker"), std::string::npos) << last_error();
+    EXPECT_EQ(afmesh_stream_wait(server_, 1, stream), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_stream_wait(worker_, 123456789, stream), AFMESH_ERR_NOT_FOUND);
+    EXPECT_NE(last_error().find("unknown handle"), std::string::npos) << last_error();
+
+    std::vector<uint8_t> push(64, 5), pull(64, 0);
+    afmesh_push p{};
+    p.key = 1;
+    p.tensor = host_bytes(push.data(), push.size());
+    afmesh_pull q{};
+    q.key = 2;
+    q.tensor = host_bytes(pull.data(), pull.size());
+    ASSERT_EQ(afmesh_push_pull_on_stream(worker_, &p, 1, &q, 1, nullptr, &h), AFMESH_OK) << last_error();
+    EXPECT_EQ(afmesh_stream_wait(worker_, h, nullptr), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("needs a stream"), std::string::npos) << last_error();
+    EXPECT_EQ(afmesh_stream_wait(worker_, h, stream), AFMESH_ERR_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("device module 'cpu' cannot make a stream wait"), std::string::npos) << last_error();
+
+    afmesh_request *r = one_request();
+    std::vector<uint8_t> answer(40, 6);
+    afmesh_tensor t = host_bytes(answer.data(), answer.size());
+    ASSERT_EQ(afmesh_respond(server_, r, &t, 1), AFMESH_OK) << last_error();
+    ASSERT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << last_error();
+    EXPECT_EQ(pull[39], 6);
+    EXPECT_EQ(pull[40], 0);
+    EXPECT_EQ(afmesh_stream_wait(worker_, h, stream), AFMESH_ERR_NOT_FOUND) << "a waited handle is gone";
+
+    // The C++ wrapper turns the same statuses into exceptions.
+    try {
+        afmesh::api::check(afmesh_stream_wait(worker_, 42, stream));
+        ADD_FAILURE() << "no exception";
+    } catch (const afmesh::api::Error &e) {
+        EXPECT_EQ(e.status(), AFMESH_ERR_NOT_FOUND);
+    }
+}
+
+// Device memory over tcp with the cpu device module: the transport cannot
+// register it and the module cannot stage it, so every entry point says so
+// and leaves the node (and a request) usable.
+TEST_F(CApiCluster, DeviceTensorsNeedTheirDeviceModule) {
+    std::vector<uint8_t> buf(64, 1), pull(64, 0);
+    afmesh_tensor device = host_bytes(buf.data(), buf.size());
+    device.kind = AFMESH_MEM_CUDA;
+    afmesh_push p{};
+    p.key = 1;
+    p.tensor = device;
+    afmesh_handle h = 0;
+    EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, nullptr, 0, &h), AFMESH_ERR_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("push 0: transport 'tcp' cannot register CUDA memory, and device module 'cpu'"),
+              std::string::npos)
+        << last_error();
+    afmesh_pull q{};
+    q.key = 2;
+    q.tensor = device;
+    q.tensor.kind = AFMESH_MEM_HIP;
+    EXPECT_EQ(afmesh_push_pull_on_stream(worker_, nullptr, 0, &q, 1, nullptr, &h), AFMESH_ERR_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("pull 0"), std::string::npos) << last_error();
+    afmesh_mr *mr = nullptr;
+    EXPECT_EQ(afmesh_register_buffer(worker_, buf.data(), buf.size(), AFMESH_MEM_CUDA, 0, &mr),
+              AFMESH_ERR_NOT_SUPPORTED);
+    int32_t ranks[1] = {0};
+    uint64_t keys[1] = {9};
+    EXPECT_EQ(afmesh_register_recv_buffer(server_, buf.data(), buf.size(), AFMESH_MEM_CUDA, 0, ranks, keys, 1),
+              AFMESH_ERR_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("receive buffer"), std::string::npos) << last_error();
+
+    std::vector<uint8_t> push(64, 2);
+    h = start(push, pull);
+    afmesh_request *r = one_request();
+    EXPECT_EQ(afmesh_respond(server_, r, &device, 1), AFMESH_ERR_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("response tensor 0"), std::string::npos) << last_error();
+    afmesh_tensor host = host_bytes(buf.data(), buf.size());
+    ASSERT_EQ(afmesh_respond(server_, r, &host, 1), AFMESH_OK) << "the request is still answerable: " << last_error();
+    ASSERT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << last_error();
+    EXPECT_EQ(pull, buf);
+}
+
 }  // namespace

@@ -1,0 +1,97 @@
+#include "staging.h"
+
+#include "log.h"
+
+namespace afmesh {
+
+const char *mem_kind_name(uint32_t kind) {
+    static const char *const kNames[] = {"host", "CUDA", "HIP", "Level Zero"};
+    return kind < AFMESH_MEM_KIND_COUNT ? kNames[kind] : "unknown";
+}
+
+Staging::~Staging() {
+    for (const Buffer &b : all_) {
+        (void)registry_.remove(b.reg);
+        dev().mem_free(device_.ctx(), AFMESH_ALLOC_HOST_PINNED, b.ptr);
+    }
+    for (void *event : events_) dev().event_destroy(device_.ctx(), event);
+}
+
+Status Staging::check_kind(uint32_t kind, const std::string &what) const {
+    if (kind < AFMESH_MEM_KIND_COUNT && kind == dev().mem_kind) return Status::ok();
+    return {Code::kNotSupported,
+            what + ": transport '" + transport_.name() + "' cannot register " + mem_kind_name(kind) +
+                " memory, and device module '" + device_.name() + "' cannot stage it (it handles " +
+                mem_kind_name(dev().mem_kind) + " memory): set AFMESH_DEVICE to the module of that memory"};
+}
+
+Status Staging::acquire(uint64_t bytes, Buffer *out) {
+    uint64_t capacity = kMinCapacity;
+    while (capacity < bytes) capacity <<= 1;
+    std::lock_guard lock(mu_);
+    auto it = free_.find(capacity);
+    if (it != free_.end()) {
+        *out = it->second;
+        free_.erase(it);
+        return Status::ok();
+    }
+    Buffer b;
+    b.capacity = capacity;
+    take_module_error();
+    if (int rc = dev().mem_alloc(device_.ctx(), device_id_, AFMESH_ALLOC_HOST_PINNED, capacity, &b.ptr);
+        rc != AFMESH_HAL_OK)
+        return {static_cast<Code>(rc), "cannot allocate " + std::to_string(capacity) +
+                                           " bytes of pinned staging memory: " + take_module_error()};
+    if (Status s = registry_.add(b.ptr, capacity, AFMESH_MEM_HOST, -1, &b.reg); !s) {
+        dev().mem_free(device_.ctx(), AFMESH_ALLOC_HOST_PINNED, b.ptr);
+        return s;
+    }
+    all_.push_back(b);
+    *out = b;
+    return Status::ok();
+}
+
+void Staging::release(Buffer &b) {
+    if (!b.ptr) return;
+    std::lock_guard lock(mu_);
+    free_.emplace(b.capacity, b);
+    b = Buffer{};
+}
+
+Status Staging::copy(void *dst, const void *src, uint64_t bytes) const {
+    if (bytes == 0) return Status::ok();
+    take_module_error();
+    int rc = dev().memcpy_sync(device_.ctx(), dst, src, bytes);
+    return rc == AFMESH_HAL_OK ? Status::ok() : Status(static_cast<Code>(rc), "staging copy failed: " + take_module_error());
+}
+
+Status Staging::copy_async(void *dst, const void *src, uint64_t bytes, void *stream) const {
+    take_module_error();
+    int rc = dev().memcpy_async(device_.ctx(), dst, src, bytes, stream);
+    return rc == AFMESH_HAL_OK ? Status::ok()
+                               : Status(static_cast<Code>(rc), "staging copy on the caller's stream failed: " + take_module_error());
+}
+
+Status Staging::wait_stream(void *stream) {
+    void *event = nullptr;
+    {
+        std::lock_guard lock(mu_);
+        if (!events_.empty()) {
+            event = events_.back();
+            events_.pop_back();
+        }
+    }
+    take_module_error();
+    int rc = event ? AFMESH_HAL_OK : dev().event_create(device_.ctx(), device_id_, &event);
+    if (rc == AFMESH_HAL_OK) rc = dev().event_record(device_.ctx(), event, stream);
+    if (rc == AFMESH_HAL_OK) rc = dev().event_sync(device_.ctx(), event);
+    if (rc != AFMESH_HAL_OK && !event)
+        return {static_cast<Code>(rc), "cannot create a device event: " + take_module_error()};
+    std::lock_guard lock(mu_);
+    events_.push_back(event);
+    if (rc != AFMESH_HAL_OK)
+        return {static_cast<Code>(rc), "waiting for the caller's stream failed: " + take_module_error()};
+    return Status::ok();
+}
+
+}  // namespace afmesh

@@ -1,0 +1,89 @@
+// Staging: device memory the transport cannot register (CUDA memory over
+// tcp, say) travels through pinned host memory from the device module. The
+// decision is the transport's caps.mem_kinds alone, so nothing here knows
+// any transport: a transport that registers device memory (GPUDirect) gets
+// the tensor itself, one that cannot gets a pinned copy.
+//
+// Pinned buffers are expensive to allocate and register, so they are pooled
+// by power-of-two capacity and registered once; after warm-up a staged
+// tensor costs a copy and no allocation. Host tensors never come here: the
+// engines test needed() (one bit) and go on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "afmesh/hal/device.h"
+#include "memory_registry.h"
+#include "module_loader.h"
+#include "status.h"
+
+namespace afmesh {
+
+/** "CUDA", "HIP", ...: for messages. */
+const char *mem_kind_name(uint32_t kind);
+
+/** Whether `transport` registers memory of `kind` itself (otherwise the engine stages it). */
+inline bool transport_registers(const Module &transport, uint32_t kind) {
+    return kind < AFMESH_MEM_KIND_COUNT && (transport.net_caps().mem_kinds & AFMESH_MEM_BIT(kind));
+}
+
+class Staging {
+public:
+    /** A registered pinned host buffer. */
+    struct Buffer {
+        void *ptr = nullptr;
+        uint64_t capacity = 0;
+        const Registration *reg = nullptr;
+    };
+
+    Staging(const Module &device, const Module &transport, MemoryRegistry &registry, int device_id)
+        : device_(device), transport_(transport), registry_(registry), device_id_(device_id) {}
+    ~Staging();
+    Staging(const Staging &) = delete;
+    Staging &operator=(const Staging &) = delete;
+
+    /** True when memory of `kind` must be staged: the transport cannot register it. */
+    bool needed(uint32_t kind) const { return !transport_registers(transport_, kind); }
+
+    /** OK when the device module can copy memory of `kind` (which the transport cannot register). */
+    Status check_kind(uint32_t kind, const std::string &what) const;
+
+    /** A pinned, registered buffer of at least `bytes` (> 0); give it back with release(). */
+    Status acquire(uint64_t bytes, Buffer *out);
+
+    /** Returns a buffer to the pool; a default Buffer is a no-op. */
+    void release(Buffer &b);
+
+    /** Copies between host and device memory; returns when done. */
+    Status copy(void *dst, const void *src, uint64_t bytes) const;
+
+    /**
+     * Queues a copy on `stream`, behind the work the caller queued there;
+     * wait_stream() waits for it. The engine waits at once: blocking is this
+     * first increment's simplification (it has no hook yet to post from the
+     * progress thread once a device event completes).
+     */
+    Status copy_async(void *dst, const void *src, uint64_t bytes, void *stream) const;
+
+    /** Returns once the work queued on `stream` so far has finished. */
+    Status wait_stream(void *stream);
+
+private:
+    static constexpr uint64_t kMinCapacity = 4096;
+    const afmesh_device_ops &dev() const { return device_.device(); }
+
+    const Module &device_;
+    const Module &transport_;
+    MemoryRegistry &registry_;
+    const int device_id_;
+    std::mutex mu_;  // the pools; never held across a device call that waits
+    std::multimap<uint64_t, Buffer> free_;
+    std::vector<Buffer> all_;
+    std::vector<void *> events_;
+};
+
+}  // namespace afmesh

@@ -1,0 +1,63 @@
+// Device tensors on real local clusters, without a GPU: every node runs the
+// fake GPU device module (tests/modules/fake_gpu_module.c), whose "device
+// memory" is a kind the tcp transport refuses, so the engine must stage
+// pushes, pulls, receive buffers and responses through pinned host memory.
+// af_test_node --device checks every byte the worker pulls (and that nothing
+// is written past a short answer) and every byte the server is handed.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cluster_harness.h"
+
+namespace afmesh {
+namespace {
+
+struct DeviceCluster {
+    /** Runs scheduler, servers and workers (af_test_node echo --device + args); every node must exit 0. */
+    static void run(int workers, int servers, const std::vector<std::string> &server_args,
+                    const std::vector<std::string> &worker_args) {
+        Cluster c(workers, servers);
+        for (const char *setting : {"AFMESH_DEVICE=fakegpu", "AFMESH_TRANSPORT=tcp",
+                                    "AFMESH_MODULE_PATH=" FAKE_GPU_MODULE_DIR})
+            c.set(setting);
+        auto args = [](const std::vector<std::string> &extra) {
+            std::vector<std::string> argv = {"echo", "--device", "--iters", "6"};
+            argv.insert(argv.end(), extra.begin(), extra.end());
+            return argv;
+        };
+        c.add_all(args(server_args), args(worker_args));
+        c.expect_all_succeed();
+        for (int w = 0; w < workers; ++w)
+            EXPECT_NE(c.output_of("worker " + std::to_string(w)).find("verified"), std::string::npos);
+    }
+};
+
+TEST(DeviceCluster, OneByOneStagesPushesPullsAndReceiveBuffers) { DeviceCluster::run(1, 1, {}, {}); }
+
+TEST(DeviceCluster, TwoByTwoWithThreeMicroBatchesInFlight) {
+    DeviceCluster::run(2, 2, {"--microbatches", "3"}, {"--microbatches", "3"});
+}
+
+TEST(DeviceCluster, ShortResponsesReachTheDeviceWithoutTouchingTheRest) {
+    DeviceCluster::run(2, 2, {"--dynamic"}, {"--dynamic"});
+}
+
+TEST(DeviceCluster, RespondVecFromDeviceMemory) {
+    DeviceCluster::run(2, 1, {"--dynamic", "--respond-vec"}, {"--dynamic", "--respond-vec"});
+}
+
+TEST(DeviceCluster, UnregisteredDeviceTensorsGoThroughRendezvous) {
+    DeviceCluster::run(2, 2, {"--unregistered"}, {"--unregistered"});
+}
+
+// The fake GPU runs a released stream inside flag_write, so a flag written
+// before the staged answers reach the device shows up as sentinel bytes.
+TEST(DeviceCluster, StreamWaitReleasesTheStreamAfterTheAnswersLanded) {
+    const std::vector<std::string> args = {"--dynamic", "--microbatches", "1", "--stream-wait"};
+    DeviceCluster::run(2, 2, args, args);
+}
+
+}  // namespace
+}  // namespace afmesh
