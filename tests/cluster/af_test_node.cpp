@@ -116,6 +116,14 @@ public:
         kind_ = static_cast<afmesh_mem_kind>(ops_->mem_kind);
     }
 
+    ~Memory() {
+        if (!device()) return;
+        ops_->stream_destroy(ctx_, stream_);
+        ops_->fini(ctx_);
+    }
+    Memory(const Memory &) = delete;
+    Memory &operator=(const Memory &) = delete;
+
     bool device() const { return ops_ != nullptr; }
     afmesh_mem_kind kind() const { return kind_; }
     void *stream() const { return stream_; }
