@@ -49,6 +49,8 @@ constexpr VarSpec kVars[] = {
      "silence after which a node is declared dead and operations involving it fail"},
     {"AFMESH_POLL", VarType::kEnum, "adaptive", "busy|adaptive|blocking", 0, 0,
      "completion polling: busy (spin, lowest latency), adaptive (spin briefly then sleep), blocking"},
+    {"AFMESH_POLL_SPIN_US", VarType::kInt, "50", nullptr, 0, 1000000,
+     "adaptive polling: how long a waiting thread spins after the last completion before it sleeps (us)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
      "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,

@@ -12,10 +12,6 @@ namespace afmesh {
 namespace {
 
 constexpr int kMaxEventsPerPoll = 64;
-// How long adaptive mode keeps spinning after the last activity: long enough
-// to cover one AF round trip on loopback, short enough not to starve a
-// 2-core machine.
-constexpr auto kAdaptiveSpin = std::chrono::microseconds(50);
 // Transports without a wait fd: how long the NetRecv thread naps between polls.
 constexpr auto kNapWithoutFd = std::chrono::microseconds(50);
 
@@ -35,8 +31,16 @@ bool parse_poll_mode(const std::string &name, PollMode *mode) {
     return true;
 }
 
-Progress::Progress(const Module &transport, PollMode mode, Dispatch dispatch)
-    : transport_(transport), mode_(mode), dispatch_(std::move(dispatch)), events_(kMaxEventsPerPoll) {}
+std::chrono::microseconds adaptive_spin(const Config &config) {
+    return std::chrono::microseconds(config.get_int("AFMESH_POLL_SPIN_US"));
+}
+
+Progress::Progress(const Module &transport, PollMode mode, std::chrono::microseconds adaptive_spin, Dispatch dispatch)
+    : transport_(transport),
+      mode_(mode),
+      adaptive_spin_(adaptive_spin),
+      dispatch_(std::move(dispatch)),
+      events_(kMaxEventsPerPoll) {}
 
 Progress::~Progress() { stop(); }
 
@@ -113,7 +117,7 @@ void Progress::set_mode(PollMode mode) {
 Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_point deadline) {
     const PollMode mode = this->mode();
     const auto spin_until = mode == PollMode::kBusy       ? deadline
-                            : mode == PollMode::kAdaptive ? Clock::now() + kAdaptiveSpin
+                            : mode == PollMode::kAdaptive ? Clock::now() + adaptive_spin_
                                                           : Clock::now();
     spinners_.fetch_add(1);
     bool timed_out = false, polled = false;
@@ -181,7 +185,7 @@ void Progress::run() {
         const PollMode mode = this->mode();
         const bool caller_spins = spinners_.load(std::memory_order_relaxed) > 0;
         if (!caller_spins &&
-            (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < kAdaptiveSpin))) {
+            (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < adaptive_spin_))) {
             cpu_relax();
             continue;
         }

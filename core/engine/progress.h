@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "config.h"
 #include "module_loader.h"
 #include "status.h"
 
@@ -27,6 +28,8 @@ enum class PollMode {
 };
 /** Parses "busy|adaptive|blocking". */
 bool parse_poll_mode(const std::string &name, PollMode *mode);
+/** AFMESH_POLL_SPIN_US: adaptive mode's spin window. */
+std::chrono::microseconds adaptive_spin(const Config &config);
 
 using Clock = std::chrono::steady_clock;
 
@@ -35,7 +38,11 @@ public:
     /** Called with a batch of completions, with progress serialised (one caller at a time). */
     using Dispatch = std::function<void(const afmesh_net_event *events, int count)>;
 
-    Progress(const Module &transport, PollMode mode, Dispatch dispatch);
+    /**
+     * `adaptive_spin`: in adaptive mode, how long waiters and the NetRecv
+     * thread keep spinning after the last completion before they sleep.
+     */
+    Progress(const Module &transport, PollMode mode, std::chrono::microseconds adaptive_spin, Dispatch dispatch);
     ~Progress();
     Progress(const Progress &) = delete;
     Progress &operator=(const Progress &) = delete;
@@ -74,6 +81,7 @@ private:
 
     const Module &transport_;
     std::atomic<PollMode> mode_;
+    const std::chrono::microseconds adaptive_spin_;
     const Dispatch dispatch_;
     std::mutex poll_mu_;
     std::vector<afmesh_net_event> events_;
