@@ -86,8 +86,9 @@ protected:
         if (scheduler_) afmesh_node_destroy(scheduler_);
     }
 
-    // Starts a push-pull of `push` bytes, pulling into `pull`.
-    afmesh_handle start(std::vector<uint8_t> &push, std::vector<uint8_t> &pull) {
+    // Starts a push-pull of `push` bytes, pulling into `pull` (through
+    // afmesh_push_pull_on_stream without a stream when `on_stream`).
+    afmesh_handle start(std::vector<uint8_t> &push, std::vector<uint8_t> &pull, bool on_stream = false) {
         afmesh_push p{};
         p.key = 1;
         p.tensor = host_bytes(push.data(), push.size());
@@ -96,7 +97,9 @@ protected:
         q.tensor = host_bytes(pull.data(), pull.size());
         q.server = 0;
         afmesh_handle h = 0;
-        EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, &q, 1, &h), AFMESH_OK) << last_error();
+        const afmesh_status started = on_stream ? afmesh_push_pull_on_stream(worker_, &p, 1, &q, 1, nullptr, &h)
+                                                : afmesh_push_pull(worker_, &p, 1, &q, 1, &h);
+        EXPECT_EQ(started, AFMESH_OK) << last_error();
         return h;
     }
 
@@ -210,13 +213,8 @@ TEST_F(CApiCluster, PushPullOnStreamAndStreamWaitRefuseMisuse) {
     EXPECT_NE(last_error().find("unknown handle"), std::string::npos) << last_error();
 
     std::vector<uint8_t> push(64, 5), pull(64, 0);
-    afmesh_push p{};
-    p.key = 1;
-    p.tensor = host_bytes(push.data(), push.size());
-    afmesh_pull q{};
-    q.key = 2;
-    q.tensor = host_bytes(pull.data(), pull.size());
-    ASSERT_EQ(afmesh_push_pull_on_stream(worker_, &p, 1, &q, 1, nullptr, &h), AFMESH_OK) << last_error();
+    h = start(push, pull, /*on_stream=*/true);
+    ASSERT_FALSE(HasFailure());
     EXPECT_EQ(afmesh_stream_wait(worker_, h, nullptr), AFMESH_ERR_INVALID_ARGUMENT);
     EXPECT_NE(last_error().find("needs a stream"), std::string::npos) << last_error();
     EXPECT_EQ(afmesh_stream_wait(worker_, h, stream), AFMESH_ERR_NOT_SUPPORTED);
