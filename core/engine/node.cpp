@@ -319,11 +319,12 @@ Node::~Node() {
     if (Status s = stop(); !s) AFMESH_LOG(AFMESH_LOG_WARN, "stop: %s", s.message().c_str());
     if (progress_) progress_->stop();
     if (transport_) close_data_plane();  // stop() did, unless start() failed half-way
+    // The control client first: its thread reports peers going down to the engines.
+    control_.reset();
     worker_.reset();
     server_.reset();
     staging_.reset();
     registry_.reset();
-    control_.reset();
 }
 
 }  // namespace afmesh
