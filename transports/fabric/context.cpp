@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "address.h"
+#include "byte_order.h"
 #include "host.h"
 #include "monotonic.h"
 #include "wire.h"
@@ -211,15 +212,20 @@ Connection *Context::new_connection(fi_addr_t peer, Reason *why) {
     return conn;
 }
 
-int Context::send_control(Connection *conn, const Header &header, const std::vector<uint8_t> &payload, Reason *why) {
+// A message to `conn`'s peer: the header and `len` bytes of payload.
+static Outgoing message_to(Connection *conn, MessageType type, const void *payload, size_t len) {
     Outgoing op;
     op.conn = conn;
     op.dest = conn->peer;
-    op.copy.resize(kHeaderSize + payload.size());
-    encode_header(header, op.copy.data());
-    if (!payload.empty()) memcpy(op.copy.data() + kHeaderSize, payload.data(), payload.size());
+    op.copy.resize(kHeaderSize + len);
+    encode_header({type, conn->remote_id, conn->id}, op.copy.data());
+    if (len > 0) memcpy(op.copy.data() + kHeaderSize, payload, len);
+    return op;
+}
+
+int Context::send_control(Connection *conn, MessageType type, const std::vector<uint8_t> &payload, Reason *why) {
     bool queued = false;
-    return conn->endpoint->submit(std::move(op), &queued, why);
+    return conn->endpoint->submit(message_to(conn, type, payload.data(), payload.size()), &queued, why);
 }
 
 int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
@@ -238,7 +244,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
     connecting_.push_back(conn);
     std::vector<uint8_t> own;
     encode_address(fabric_.info->addr_format, conn->endpoint->raw_address(), &own);
-    const int rc = send_control(conn, {MessageType::kHello, 0, conn->id}, own, &why);
+    const int rc = send_control(conn, MessageType::kHello, own, &why);
     if (rc != AFMESH_HAL_OK) fail(conn, rc == AFMESH_HAL_AGAIN ? AFMESH_HAL_NO_MEMORY : rc, why.text);
     *out = conn->handle();
     return AFMESH_HAL_OK;
@@ -277,7 +283,7 @@ int Context::close(afmesh_net_conn *handle) {
     if (before != Connection::State::kFailed) {
         // Best effort: the peer learns of the close at once instead of on its next failed operation.
         Reason why;
-        if (send_control(conn, {MessageType::kBye, conn->remote_id, conn->id}, {}, &why) != AFMESH_HAL_OK)
+        if (send_control(conn, MessageType::kBye, {}, &why) != AFMESH_HAL_OK)
             host_log(AFMESH_LOG_DEBUG, "close: the goodbye was not sent: %s", why.text);
     }
     closed_.push_back(conn);
@@ -333,34 +339,33 @@ int Context::write_imm(afmesh_net_conn *handle, const void *src, size_t bytes, a
     Connection *conn = Connection::from(handle);
     if (int rc = usable(conn, "write_imm"); rc != AFMESH_HAL_OK) return rc;
     Outgoing op;
-    op.is_write = true;
-    op.conn = conn;
-    op.dest = conn->peer;
-    op.src = src;
-    op.bytes = bytes;
-    op.remote_addr = dst->addr + dst_offset;
-    op.key = dst->key;
-    op.imm = imm;
+    if (bytes == 0) {  // nothing to place: the immediate goes as a message (see wire.h)
+        uint8_t payload[kImmPayloadSize];
+        store_le32(payload, imm);
+        op = message_to(conn, MessageType::kImm, payload, sizeof payload);
+    } else {
+        op.is_write = true;
+        op.conn = conn;
+        op.dest = conn->peer;
+        op.src = src;
+        op.bytes = bytes;
+        op.remote_addr = dst->addr + dst_offset;
+        op.key = dst->key;
+        op.imm = imm;
+    }
     op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0;
     op.cookie = cookie;
-    Reason why;
     if (bytes > fabric_.inject_size) {
         if (!src_mr)
             return host_error(AFMESH_HAL_INVALID_ARGUMENT,
                               "write_imm: a %zu-byte write (above max_inline %zu) needs its source registration",
                               bytes, fabric_.inject_size);
+        Reason why;
         if (int rc = registrar_->source_desc(reinterpret_cast<Registration *>(src_mr), src, bytes, &op.desc, &why);
             rc != AFMESH_HAL_OK)
             return host_error(rc, "write_imm: %s", why.text);
     }
-    bool queued = false;
-    const int rc = conn->endpoint->submit(std::move(op), &queued, &why);
-    if (queued) wake();
-    if (rc < 0) {
-        queue_failure(conn, rc, why);
-        return host_error(AFMESH_HAL_PEER_FAILED, "write_imm: %s", why.text);
-    }
-    return rc;
+    return submit(conn, std::move(op), "write_imm");
 }
 
 int Context::send(afmesh_net_conn *handle, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
@@ -369,21 +374,21 @@ int Context::send(afmesh_net_conn *handle, const void *buf, size_t len, uint32_t
                           kMaxSendSize);
     Connection *conn = Connection::from(handle);
     if (int rc = usable(conn, "send"); rc != AFMESH_HAL_OK) return rc;
-    Outgoing op;
-    op.conn = conn;
-    op.dest = conn->peer;
+    Outgoing op = message_to(conn, MessageType::kData, buf, len);
     op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_SEND_DONE : 0;
     op.cookie = cookie;
-    op.copy.resize(kHeaderSize + len);
-    encode_header({MessageType::kData, conn->remote_id, conn->id}, op.copy.data());
-    if (len > 0) memcpy(op.copy.data() + kHeaderSize, buf, len);
+    return submit(conn, std::move(op), "send");
+}
+
+// The data path's post: at once, or behind the backlog poll() drains.
+int Context::submit(Connection *conn, Outgoing &&op, const char *what) {
     Reason why;
     bool queued = false;
     const int rc = conn->endpoint->submit(std::move(op), &queued, &why);
     if (queued) wake();
     if (rc < 0) {
         queue_failure(conn, rc, why);
-        return host_error(AFMESH_HAL_PEER_FAILED, "send: %s", why.text);
+        return host_error(AFMESH_HAL_PEER_FAILED, "%s: %s", what, why.text);
     }
     return rc;
 }

@@ -84,7 +84,8 @@ private:
     void release_held(Connection *conn);
     int insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why);
     Connection *new_connection(fi_addr_t peer, Reason *why);
-    int send_control(Connection *conn, const Header &header, const std::vector<uint8_t> &payload, Reason *why);
+    /** HELLO, ACCEPT or BYE to `conn`'s peer, under the connection's ids. */
+    int send_control(Connection *conn, MessageType type, const std::vector<uint8_t> &payload, Reason *why);
     void fail(Connection *conn, int status, const char *reason);
     void purge_events_of(const Connection *conn);
     void push_event(uint32_t type, Connection *conn, uint64_t cookie = 0, uint32_t imm = 0);
@@ -102,7 +103,9 @@ private:
     void expire_handshakes();
     void take_poster_failures();
 
-    // Posting threads: a failed connection for poll() to report.
+    // Posting threads.
+    int submit(Connection *conn, Outgoing &&op, const char *what);
+    // A failed connection for poll() to report.
     void queue_failure(Connection *conn, int status, const Reason &why);
     void wake();
 

@@ -7,6 +7,7 @@
 #include <cinttypes>
 
 #include "address.h"
+#include "byte_order.h"
 #include "context.h"
 #include "host.h"
 #include "monotonic.h"
@@ -95,10 +96,11 @@ void Context::release_held(Connection *conn) {
     conn->held.clear();
 }
 
-// Frees closed connections no operation refers to any more, with their endpoints.
+// Frees closed connections no operation refers to any more, with their
+// endpoints. The backlog counts too: a close's BYE may still wait there.
 void Context::free_closed() {
     std::erase_if(closed_, [&](Connection *conn) {
-        if (conn->outstanding.load(std::memory_order_acquire) != 0) return false;
+        if (conn->outstanding.load(std::memory_order_acquire) != 0 || conn->endpoint->has_backlog()) return false;
         remove_endpoint(conn->endpoint);
         delete conn;
         return true;
@@ -262,6 +264,7 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     switch (header.type) {
     case MessageType::kAccept: on_accept(conn, header, payload, payload_len); return false;
     case MessageType::kBye: fail(conn, AFMESH_HAL_PEER_FAILED, "the peer closed the connection"); return false;
+    case MessageType::kImm: on_remote_write(endpoint, load_le32(payload)); return false;
     case MessageType::kData:
         if (state == Connection::State::kEstablished) {
             Pending p;
@@ -320,7 +323,7 @@ void Context::on_hello(const Header &header, const uint8_t *payload, size_t len)
     incoming_.push_back(conn);
     std::vector<uint8_t> own;
     encode_address(fabric_.info->addr_format, conn->endpoint->raw_address(), &own);
-    const int rc = send_control(conn, {MessageType::kAccept, conn->remote_id, conn->id}, own, &why);
+    const int rc = send_control(conn, MessageType::kAccept, own, &why);
     if (rc != AFMESH_HAL_OK) fail(conn, rc, why.text);
 }
 

@@ -29,7 +29,7 @@ bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why)
         return false;
     }
     const uint8_t type = data[5];
-    if (type < static_cast<uint8_t>(MessageType::kHello) || type > static_cast<uint8_t>(MessageType::kBye)) {
+    if (type < static_cast<uint8_t>(MessageType::kHello) || type > static_cast<uint8_t>(MessageType::kImm)) {
         why->format("a message of unknown type %u", type);
         return false;
     }
@@ -38,13 +38,17 @@ bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why)
     header->src_conn = load_le32(data + 12);
     // BYE may leave dst at 0: a connection closed before ACCEPT arrived
     // does not know the peer's id; the endpoint it arrives on names it.
-    const bool needs_dst = header->type == MessageType::kAccept || header->type == MessageType::kData;
+    const bool needs_dst = header->type != MessageType::kHello && header->type != MessageType::kBye;
     if (header->src_conn == 0 || (needs_dst && header->dst_conn == 0)) {
         why->format("a type %u message without its connection ids", type);
         return false;
     }
     if (header->type == MessageType::kBye && len != kHeaderSize) {
         why->format("a type %u control message with %zu bytes of payload", type, len - kHeaderSize);
+        return false;
+    }
+    if (header->type == MessageType::kImm && len != kHeaderSize + kImmPayloadSize) {
+        why->format("an immediate message with %zu bytes of payload, not %zu", len - kHeaderSize, kImmPayloadSize);
         return false;
     }
     return true;

@@ -10,9 +10,13 @@
 //   C inserts S; EV_CONNECTED; from here on C and S talk only to each other
 //     DATA(dst, src, payload) <->                 EV_RECV
 //     BYE(dst, src)            ->                 EV_CONN_ERROR (peer closed)
+//     IMM(dst, src, u32 imm)   ->                 EV_IMM (a zero-byte write)
 //
 // One-sided writes carry no header: the 32-bit immediate travels as remote
 // CQ data and the target attributes it to the connection its endpoint serves.
+// A zero-byte write touches no memory, so it travels as an IMM message
+// instead: libfabric 1.17's shm provider reports no remote CQ data for a
+// zero-length fi_writedata.
 //
 // Header (little-endian): magic u32 | version u8 | type u8 | reserved u16 |
 // dst connection id u32 | src connection id u32.
@@ -31,7 +35,10 @@ inline constexpr size_t kMessageBufferSize = 8192;
 /** caps.max_send_size: what a DATA message's payload may hold. */
 inline constexpr uint32_t kMaxSendSize = kMessageBufferSize - kHeaderSize;
 
-enum class MessageType : uint8_t { kHello = 1, kAccept = 2, kData = 3, kBye = 4 };
+enum class MessageType : uint8_t { kHello = 1, kAccept = 2, kData = 3, kBye = 4, kImm = 5 };
+
+/** An IMM message's payload: the immediate, little-endian. */
+inline constexpr size_t kImmPayloadSize = 4;
 
 struct Header {
     MessageType type = MessageType::kData;
