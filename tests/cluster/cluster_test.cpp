@@ -112,7 +112,9 @@ public:
         const int subnet = getpid() % 250;
         address_a_ = "10.77." + std::to_string(subnet) + ".1";
         address_b_ = "10.77." + std::to_string(subnet) + ".2";
-        const std::string veth_a = "afva" + id, veth_b = "afvb" + id;
+        veth_a_ = "afva" + id;
+        veth_b_ = "afvb" + id;
+        const std::string &veth_a = veth_a_, &veth_b = veth_b_;
         ok_ = run("ip netns add " + a_) && run("ip netns add " + b_) &&
               run("ip link add " + veth_a + " type veth peer name " + veth_b) &&
               run("ip link set " + veth_a + " netns " + a_) && run("ip link set " + veth_b + " netns " + b_) &&
@@ -130,10 +132,13 @@ public:
     const std::string &a() const { return a_; }
     const std::string &b() const { return b_; }
     const std::string &address_a() const { return address_a_; }
+    /** Each host's end of the veth pair (its only interface besides lo). */
+    const std::string &veth_a() const { return veth_a_; }
+    const std::string &veth_b() const { return veth_b_; }
 
 private:
     static bool run(const std::string &command) { return system((command + " 2>/dev/null").c_str()) == 0; }
-    std::string a_, b_, address_a_, address_b_;
+    std::string a_, b_, address_a_, address_b_, veth_a_, veth_b_;
     bool ok_ = false;
 };
 
@@ -143,10 +148,13 @@ TEST(Cluster, TwoByTwoAcrossTwoNetworkNamespaces) {
     if (!hosts.ok()) GTEST_SKIP() << "cannot create network namespaces here (needs root / CAP_SYS_ADMIN)";
     // A fresh namespace has every port free: any fixed one will do.
     Cluster c(2, 2, hosts.address_a() + ":29500");
-    const std::vector<std::string> on_a = {"AFMESH_TCP_BIND=" + hosts.address_a()};
+    // Each transport is told the host's interface: the tcp module by
+    // address, libfabric's tcp provider by name (when the fabric module runs it).
+    const std::vector<std::string> on_a = {"AFMESH_TCP_BIND=" + hosts.address_a(), "FI_TCP_IFACE=" + hosts.veth_a()};
+    const std::vector<std::string> on_b = {"FI_TCP_IFACE=" + hosts.veth_b()};
     c.add({"scheduler", -1, {"echo"}, on_a, 0, hosts.a()});
     for (int s = 0; s < 2; ++s) c.add({"server", s, echo({"--microbatches", "3"}), on_a, 0, hosts.a()});
-    for (int w = 0; w < 2; ++w) c.add({"worker", w, echo({"--microbatches", "3"}), {}, 0, hosts.b()});
+    for (int w = 0; w < 2; ++w) c.add({"worker", w, echo({"--microbatches", "3"}), on_b, 0, hosts.b()});
     c.expect_all_succeed();
 }
 
