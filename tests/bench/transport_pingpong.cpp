@@ -1,7 +1,9 @@
 // afmesh-transport-bench: round trips of write_imm through a transport
-// module, next to the floor of this machine: a plain blocking TCP socket
-// ping-pong of the same sizes, measured in the same run. One thread per side
-// on loopback, ephemeral ports only.
+// module, next to the floor measured in the same run: for the fabric
+// module, the same ping-pong written directly against libfabric with the
+// provider AFMESH_FABRIC_PROVIDER names (fabric_floor.h); for any other,
+// a plain blocking TCP socket ping-pong of the same sizes. One thread per
+// side on loopback, ephemeral ports only.
 //
 //   afmesh-transport-bench [--transport NAME] [--sizes 8,64K,8M] [--iters N] [--warmup N]
 //                          [--poll busy|wait]
@@ -32,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "fabric_floor.h"
 #include "log.h"
 #include "module_loader.h"
 
@@ -337,23 +340,58 @@ std::string size_text(size_t bytes) {
 }  // namespace
 }  // namespace afmesh::bench
 
+namespace afmesh::bench {
+namespace {
+
+/** The floor's ping-pong of one size, and what it is. */
+struct Floor {
+    std::string what;
+    std::vector<double> (*run)(const Options &, size_t bytes, size_t warmup, size_t iters);
+};
+
+Floor choose_floor(const Options &options) {
+    if (options.transport != "fabric") return {"a blocking-socket ping-pong of the same sizes on TCP loopback",
+                                               [](const Options &, size_t bytes, size_t warmup, size_t iters) {
+                                                   return socket_pingpong(bytes, warmup, iters);
+                                               }};
+#ifdef AFMESH_BENCH_FABRIC_FLOOR
+    const char *provider = getenv("AFMESH_FABRIC_PROVIDER");
+    if (!provider || !*provider) die("the raw libfabric floor needs AFMESH_FABRIC_PROVIDER (e.g. shm, 'tcp;ofi_rxm')");
+    return {std::string("the same ping-pong written directly against libfabric's ") + provider + " provider",
+            [](const Options &o, size_t bytes, size_t warmup, size_t iters) {
+                try {
+                    return fabric_pingpong(getenv("AFMESH_FABRIC_PROVIDER"), bytes, warmup, iters, o.wait);
+                } catch (const std::exception &e) {
+                    die(e.what());
+                }
+            }};
+#else
+    die("this build has no raw libfabric floor (libfabric was not found)");
+#endif
+}
+
+}  // namespace
+}  // namespace afmesh::bench
+
 int main(int argc, char **argv) {
     using namespace afmesh::bench;
     const Options options = parse_options(argc, argv);
+    const Floor floor = choose_floor(options);
     TransportPingPong transport(options.transport, *std::max_element(options.sizes.begin(), options.sizes.end()),
                                 options.wait);
     printf(
         "afmesh-transport-bench: write_imm round trips through '%s' (%s), polling %s,\n"
-        "against a blocking-socket ping-pong of the same sizes on TCP loopback (the floor).\n"
+        "against %s (the floor).\n"
         "RTT in us; MB/s = size / (p50 RTT / 2).\n\n",
-        options.transport.c_str(), transport.version().c_str(), options.wait ? "with sleeps on the wait fd" : "busily");
+        options.transport.c_str(), transport.version().c_str(), options.wait ? "with sleeps on the wait fd" : "busily",
+        floor.what.c_str());
     printf("%9s %6s | %9s %9s %9s %9s | %9s %9s %9s %9s | %6s\n", "size", "iters", "p50", "p99", "max", "MB/s",
            "floor p50", "p99", "max", "MB/s", "ratio");
     for (size_t bytes : options.sizes) {
         const size_t iters = options.iters ? options.iters : default_iters(bytes);
         const size_t warmup = options.warmup ? options.warmup : std::max<size_t>(1, iters / 10);
         const Summary t = summarize(transport.run(bytes, warmup, iters), bytes);
-        const Summary f = summarize(socket_pingpong(bytes, warmup, iters), bytes);
+        const Summary f = summarize(floor.run(options, bytes, warmup, iters), bytes);
         printf("%9s %6zu | %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f %9.1f | %6.2f\n", size_text(bytes).c_str(),
                iters, t.p50, t.p99, t.max, t.mb_per_s, f.p50, f.p99, f.max, f.mb_per_s, t.p50 / f.p50);
         fflush(stdout);
