@@ -77,14 +77,12 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
     for (size_t i = 0; i < kBounceSlots; ++i) e->free_bounces_.push_back(static_cast<int>(i));
     e->ops_.resize(fabric.tx_depth);
     for (TxOp &op : e->ops_) {
-        op.kind = OpContext::Kind::kTransmit;
         op.next_free = e->free_ops_;
         e->free_ops_ = &op;
     }
     e->recv_slots_.resize(kRecvSlots);
     for (size_t i = 0; i < kRecvSlots; ++i) {
         RecvSlot &slot = e->recv_slots_[i];
-        slot.kind = OpContext::Kind::kRecv;
         slot.data = e->recv_memory_.get() + i * kMessageBufferSize;
         rc = fi_recv(e->ep_, slot.data, kMessageBufferSize, e->recv_desc_, FI_ADDR_UNSPEC, &slot.fi);
         if (rc != 0) {
@@ -212,6 +210,24 @@ Endpoint::Finished Endpoint::release(TxOp *op) {
     free_ops_ = op;
     return finished;
 }
+
+namespace {
+
+// The element of `items` at `address`, or null: compared as integers, since
+// the address may point anywhere.
+template <class T>
+T *element_at(std::vector<T> &items, const void *address) {
+    const auto at = reinterpret_cast<uintptr_t>(address);
+    const auto first = reinterpret_cast<uintptr_t>(items.data());
+    if (at < first || at >= first + items.size() * sizeof(T) || (at - first) % sizeof(T) != 0) return nullptr;
+    return &items[(at - first) / sizeof(T)];
+}
+
+}  // namespace
+
+// Both arrays are sized when the endpoint opens and never move.
+TxOp *Endpoint::transmit_op(void *context) { return element_at(ops_, context); }
+RecvSlot *Endpoint::receive_slot(void *context) { return element_at(recv_slots_, context); }
 
 void Endpoint::repost(RecvSlot *slot) {
     int rc;

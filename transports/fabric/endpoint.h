@@ -32,10 +32,13 @@
 
 namespace afmesh::fabric {
 
-/** Every operation context starts with fi_context2 (FI_CONTEXT / FI_CONTEXT2 modes). */
+/**
+ * Every operation context starts with fi_context2 (FI_CONTEXT / FI_CONTEXT2
+ * modes). A completion's context is recognised by its address (see
+ * Endpoint::transmit_op), never by reading through it.
+ */
 struct OpContext {
     fi_context2 fi;
-    enum class Kind : uint8_t { kRecv, kTransmit } kind;
 };
 
 struct RecvSlot : OpContext {
@@ -106,6 +109,15 @@ public:
      * returns what it was for, read under the lock its poster held.
      */
     Finished release(TxOp *op);
+    /**
+     * A completion's op_context as one of this endpoint's transmit contexts
+     * or receive slots; null when it is neither. Decided by address alone:
+     * a provider may report a context that is not ours (shm 1.17 gives a
+     * remote write's target the writer's context, a pointer into another
+     * process).
+     */
+    TxOp *transmit_op(void *context);
+    RecvSlot *receive_slot(void *context);
     /** Gives `slot` back to the provider after its message has been consumed. */
     void repost(RecvSlot *slot);
 

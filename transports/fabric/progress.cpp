@@ -165,39 +165,34 @@ void Context::progress(Endpoint *endpoint) {
 }
 
 void Context::on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry) {
-    auto *op = static_cast<OpContext *>(entry.op_context);
     const bool remote_write = (entry.flags & FI_REMOTE_CQ_DATA) && (entry.flags & (FI_RMA | FI_REMOTE_WRITE));
     if (remote_write) {
         on_remote_write(endpoint, entry.data);
         // FI_RX_CQ_DATA providers consume a posted receive for it.
-        if (op && op->kind == OpContext::Kind::kRecv) endpoint->repost(static_cast<RecvSlot *>(op));
+        if (RecvSlot *slot = endpoint->receive_slot(entry.op_context)) endpoint->repost(slot);
         return;
     }
-    if (!op) {
-        host_log(AFMESH_LOG_DEBUG, "a completion without context (flags 0x%" PRIx64 ") ignored",
+    if (TxOp *op = endpoint->transmit_op(entry.op_context)) {
+        on_transmit(endpoint, op, nullptr);
+    } else if (RecvSlot *slot = endpoint->receive_slot(entry.op_context)) {
+        if (!on_message(endpoint, slot, entry.len)) endpoint->repost(slot);
+    } else {
+        host_log(AFMESH_LOG_DEBUG, "a completion without a context of ours (flags 0x%" PRIx64 ") ignored",
                  static_cast<uint64_t>(entry.flags));
-        return;
     }
-    if (op->kind == OpContext::Kind::kTransmit) {
-        on_transmit(endpoint, static_cast<TxOp *>(op), nullptr);
-        return;
-    }
-    auto *slot = static_cast<RecvSlot *>(op);
-    if (!on_message(endpoint, slot, entry.len)) endpoint->repost(slot);
 }
 
 void Context::on_error(Endpoint *endpoint) {
     fi_cq_err_entry entry;
     Failure failure;
     if (!read_cq_error(endpoint->cq(), &entry, "operation failed", &failure)) return;
-    auto *op = static_cast<OpContext *>(entry.op_context);
-    if (op && op->kind == OpContext::Kind::kTransmit) {
-        on_transmit(endpoint, static_cast<TxOp *>(op), &failure);
-    } else if (op) {
+    if (TxOp *op = endpoint->transmit_op(entry.op_context)) {
+        on_transmit(endpoint, op, &failure);
+    } else if (RecvSlot *slot = endpoint->receive_slot(entry.op_context)) {
         // A receive failed (e.g. a message larger than a buffer): it names no
         // connection; the buffer goes back unless the endpoint is closing.
         host_log(AFMESH_LOG_WARN, "receive: %s", failure.reason.text);
-        if (entry.err != FI_ECANCELED) endpoint->repost(static_cast<RecvSlot *>(op));
+        if (entry.err != FI_ECANCELED) endpoint->repost(slot);
     } else {
         host_log(AFMESH_LOG_WARN, "an incoming operation failed: %s", failure.reason.text);
     }
