@@ -113,6 +113,7 @@ Status Node::start() {
     else
         server_ = std::make_unique<ServerEngine>(ctx, rank(), num_workers());
 
+    if (worker_) progress_->set_background([worker = worker_.get()] { return worker->open_gates(); });
     std::vector<std::string> cores = config_.get_list("AFMESH_CPU_CORES");
     if (Status s = progress_->start(cores.empty() ? -1 : std::stoi(cores[0])); !s) return s;
     if (Status s = connect_data_plane(deadline); !s) return s;

@@ -12,7 +12,8 @@ namespace afmesh {
 namespace {
 
 constexpr int kMaxEventsPerPoll = 64;
-// Transports without a wait fd: how long the NetRecv thread naps between polls.
+// Transports without a wait fd, and device events (which have none): how
+// long the NetRecv thread naps between polls.
 constexpr auto kNapWithoutFd = std::chrono::microseconds(50);
 
 inline void cpu_relax() {
@@ -75,7 +76,14 @@ int Progress::try_progress(bool *polled) {
     if (polled) *polled = true;
     int n = transport_.net().poll(transport_.ctx(), events_.data(), kMaxEventsPerPoll);
     if (n > 0) dispatch_(events_.data(), n);
+    run_background();
     return n;
+}
+
+bool Progress::run_background() {
+    const bool pending = background_ && background_();
+    background_pending_.store(pending, std::memory_order_relaxed);
+    return pending;
 }
 
 int Progress::poll_once() {
@@ -88,7 +96,8 @@ int Progress::poll_once() {
 // Any poll may leave work inside the transport (a paused receive, a
 // completion) with its fd not readable, and the NetRecv thread may have
 // armed before that poll: so a thread that polled wakes it to look again.
-void Progress::hand_back_to_netrecv() {
+// The same goes for new background work.
+void Progress::wake_netrecv() {
     if (!netrecv_asleep_.load()) return;
     uint64_t one = 1;
     ssize_t ignored = write(wake_fd_, &one, sizeof one);
@@ -150,12 +159,13 @@ void Progress::sleep_on_transport() {
         return;
     }
     // Announced before arming: a poll by another thread after arm() sees it
-    // and wakes us (hand_back_to_netrecv); one before arm() is seen by arm().
+    // and wakes us (wake_netrecv); one before arm() is seen by arm(). Work
+    // handed to the background before the announcement is seen here.
     netrecv_asleep_.store(true);
     {
         // arm() and poll() must not run concurrently; a waiter may be polling.
         std::lock_guard lock(poll_mu_);
-        if (ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {  // events pending: poll again first
+        if (run_background() || ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {  // work pending: poll again first
             netrecv_asleep_.store(false);
             return;
         }
@@ -187,6 +197,11 @@ void Progress::run() {
         if (!caller_spins &&
             (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < adaptive_spin_))) {
             cpu_relax();
+            continue;
+        }
+        if (background_pending_.load(std::memory_order_relaxed)) {
+            // Device events have no fd to sleep on: look again shortly.
+            std::this_thread::sleep_for(kNapWithoutFd);
             continue;
         }
         sleep_on_transport();

@@ -37,6 +37,13 @@ class Progress {
 public:
     /** Called with a batch of completions, with progress serialised (one caller at a time). */
     using Dispatch = std::function<void(const afmesh_net_event *events, int count)>;
+    /**
+     * Work outside the transport (device events to watch), run after every
+     * poll, with progress serialised; returns true while some remains, which
+     * keeps the NetRecv thread from sleeping on the transport alone. Cheap
+     * when there is none: it also runs just before the thread sleeps.
+     */
+    using Background = std::function<bool()>;
 
     /**
      * `adaptive_spin`: in adaptive mode, how long waiters and the NetRecv
@@ -47,6 +54,8 @@ public:
     Progress(const Progress &) = delete;
     Progress &operator=(const Progress &) = delete;
 
+    /** Sets the background work; before start(). */
+    void set_background(Background background) { background_ = std::move(background); }
     /** Starts the NetRecv thread, pinned to `cpu` when >= 0. */
     Status start(int cpu);
     /** Stops and joins the thread; idempotent. */
@@ -67,6 +76,9 @@ public:
     /** Wakes sleeping waiters; call after making some ready() true. */
     void notify_waiters();
 
+    /** Wakes the NetRecv thread if it sleeps: there is background work for it. */
+    void wake_netrecv();
+
     PollMode mode() const { return mode_.load(std::memory_order_relaxed); }
     /** Changes the polling mode; takes effect at the next wait or idle period. */
     void set_mode(PollMode mode);
@@ -75,7 +87,9 @@ private:
     /** Polls and dispatches unless another thread is polling; *polled says whether it did. */
     int try_progress(bool *polled = nullptr);
     /** After a poll by another thread, the NetRecv thread re-checks the transport before sleeping on. */
-    void hand_back_to_netrecv();
+    void hand_back_to_netrecv() { wake_netrecv(); }
+    /** Runs the background work (with poll_mu_ held); true while some remains. */
+    bool run_background();
     void run();
     void sleep_on_transport();
 
@@ -83,6 +97,8 @@ private:
     std::atomic<PollMode> mode_;
     const std::chrono::microseconds adaptive_spin_;
     const Dispatch dispatch_;
+    Background background_;
+    std::atomic<bool> background_pending_{false};
     std::mutex poll_mu_;
     std::vector<afmesh_net_event> events_;
     int wake_fd_ = -1;  // eventfd that interrupts the NetRecv thread's sleep

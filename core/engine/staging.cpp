@@ -72,26 +72,45 @@ Status Staging::copy_async(void *dst, const void *src, uint64_t bytes, void *str
                                : Status(static_cast<Code>(rc), "staging copy on the caller's stream failed: " + take_module_error());
 }
 
-Status Staging::wait_stream(void *stream) {
-    void *event = nullptr;
+Status Staging::record(void *stream, void **event) {
+    *event = nullptr;
     {
         std::lock_guard lock(mu_);
         if (!events_.empty()) {
-            event = events_.back();
+            *event = events_.back();
             events_.pop_back();
         }
     }
     take_module_error();
-    int rc = event ? AFMESH_HAL_OK : dev().event_create(device_.ctx(), device_id_, &event);
-    if (rc == AFMESH_HAL_OK) rc = dev().event_record(device_.ctx(), event, stream);
-    if (rc == AFMESH_HAL_OK) rc = dev().event_sync(device_.ctx(), event);
-    if (rc != AFMESH_HAL_OK && !event)
-        return {static_cast<Code>(rc), "cannot create a device event: " + take_module_error()};
+    if (!*event)
+        if (int rc = dev().event_create(device_.ctx(), device_id_, event); rc != AFMESH_HAL_OK) {
+            *event = nullptr;
+            return {static_cast<Code>(rc), "cannot create a device event: " + take_module_error()};
+        }
+    if (int rc = dev().event_record(device_.ctx(), *event, stream); rc != AFMESH_HAL_OK) {
+        Status failed(static_cast<Code>(rc), "cannot record an event on the caller's stream: " + take_module_error());
+        release_event(*event, false);
+        *event = nullptr;
+        return failed;
+    }
+    return Status::ok();
+}
+
+Status Staging::query(void *event, bool *done) const {
+    take_module_error();
+    const int rc = dev().event_query(device_.ctx(), event);
+    *done = rc == AFMESH_HAL_OK;
+    if (rc == AFMESH_HAL_OK || rc == AFMESH_HAL_AGAIN) return Status::ok();
+    return {static_cast<Code>(rc), "the caller's stream failed before the push could be sent: " + take_module_error()};
+}
+
+void Staging::release_event(void *event, bool wait) {
+    if (!event) return;
+    // Work behind the event may still write into pooled staging buffers.
+    if (wait && dev().event_sync(device_.ctx(), event) != AFMESH_HAL_OK)
+        AFMESH_LOG(AFMESH_LOG_WARN, "waiting for a device event failed: %s", take_module_error().c_str());
     std::lock_guard lock(mu_);
     events_.push_back(event);
-    if (rc != AFMESH_HAL_OK)
-        return {static_cast<Code>(rc), "waiting for the caller's stream failed: " + take_module_error()};
-    return Status::ok();
 }
 
 }  // namespace afmesh

@@ -61,16 +61,23 @@ public:
     /** Copies between host and device memory; returns when done. */
     Status copy(void *dst, const void *src, uint64_t bytes) const;
 
-    /**
-     * Queues a copy on `stream`, behind the work the caller queued there;
-     * wait_stream() waits for it. The engine waits at once: blocking is this
-     * first increment's simplification (it has no hook yet to post from the
-     * progress thread once a device event completes).
-     */
+    /** Queues a copy on `stream`, behind the work the caller queued there (see record()). */
     Status copy_async(void *dst, const void *src, uint64_t bytes, void *stream) const;
 
-    /** Returns once the work queued on `stream` so far has finished. */
-    Status wait_stream(void *stream);
+    /**
+     * Captures the work queued on `stream` so far in a pooled event, which
+     * query() polls without blocking; give it back with release_event().
+     */
+    Status record(void *stream, void **event);
+
+    /** *done once the recorded work has finished; an error when the stream failed. Never blocks. */
+    Status query(void *event, bool *done) const;
+
+    /**
+     * Returns an event to the pool; `wait`: first waits for its work (which
+     * may still be writing into staging buffers about to be reused). Null is a no-op.
+     */
+    void release_event(void *event, bool wait);
 
 private:
     static constexpr uint64_t kMinCapacity = 4096;

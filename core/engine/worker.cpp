@@ -44,6 +44,8 @@ WorkerEngine::WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers)
 }
 
 WorkerEngine::~WorkerEngine() {
+    // Ops never waited: stream work behind a closed gate may still write staging buffers.
+    for (Op &op : ops_) ctx_.staging.release_event(op.gate, true);
     for (void *flag : flags_)
         if (flag) ctx_.device.device().flag_destroy(ctx_.device.ctx(), flag);
 }
@@ -76,7 +78,7 @@ Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const af
 }
 
 Status WorkerEngine::stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                           void *stream, std::vector<Staging::Buffer> *staged) {
+                           void *stream, std::vector<Staging::Buffer> *staged, void **gate) {
     Staging &staging = ctx_.staging;
     bool wait_for_stream = false;
     Status s;
@@ -98,7 +100,8 @@ Status WorkerEngine::stage(const afmesh_push *push, size_t num_push, const afmes
             wait_for_stream |= stream != nullptr;
         }
     }
-    if (s && wait_for_stream && stream) s = staging.wait_stream(stream);
+    *gate = nullptr;
+    if (s && wait_for_stream && stream) s = staging.record(stream, gate);
     if (!s)
         for (Staging::Buffer &buffer : *staged) staging.release(buffer);
     return s;
@@ -176,31 +179,46 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
                                void *stream, afmesh_handle *handle) {
     if (!handle) return {Code::kInvalidArgument, "null handle pointer"};
     if (Status s = validate(push, num_push, pull, num_pull); !s) return s;
-    // Before the lock: staging copies may block. Stays empty (no allocation) for host tensors.
+    // Before the lock: copies without a stream block. Stays empty (no allocation) for host tensors.
     std::vector<Staging::Buffer> staged;
-    if (Status s = stage(push, num_push, pull, num_pull, stream, &staged); !s) return s;
-    auto unstage = [&] {
-        for (Staging::Buffer &buffer : staged) ctx_.staging.release(buffer);
-    };
-    std::lock_guard lock(ctx_.mu);
-    if (free_slots_.empty()) {
-        unstage();
-        return {Code::kNoMemory, "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) +
-                                     "); wait for some first"};
+    void *gate = nullptr;
+    if (Status s = stage(push, num_push, pull, num_pull, stream, &staged, &gate); !s) return s;
+    Status refused;
+    {
+        std::lock_guard lock(ctx_.mu);
+        if (free_slots_.empty()) {
+            refused = {Code::kNoMemory,
+                       "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) + "); wait for some first"};
+        } else if (Status s = build_op(ops_[free_slots_.front()], push, num_push, pull, num_pull, staged); !s) {
+            refused = s;
+        } else {
+            issue(free_slots_.front(), gate, handle);
+            return Status::ok();
+        }
     }
-    uint16_t slot = free_slots_.front();
+    // Without the lock: the copies on the stream may still be writing the buffers.
+    ctx_.staging.release_event(gate, true);
+    for (Staging::Buffer &buffer : staged) ctx_.staging.release(buffer);
+    return refused;
+}
+
+void WorkerEngine::issue(uint16_t slot, void *gate, afmesh_handle *handle) {
     Op &op = ops_[slot];
-    if (Status s = build_op(op, push, num_push, pull, num_pull, staged); !s) {
-        unstage();
-        return s;
-    }
     free_slots_.pop_front();
     op.in_use = true;
     op.retired = false;
     op.sequence = next_sequence_++;
     op.error = Status::ok();
     op.state.store(kPending);
+    op.gate = gate;
     *handle = (static_cast<afmesh_handle>(op.sequence) << 16) | slot;
+    if (gate) {
+        // Parked behind the gate (advance() refuses while it is closed); the
+        // NetRecv thread watches it from now on.
+        gated_.push_back({slot, 0, op.sequence});
+        num_gated_.store(gated_.size());
+        ctx_.progress.wake_netrecv();
+    }
     for (uint32_t i = 0; i < op.parts.size(); ++i) {
         Server &server = servers_[op.parts[i].server];
         // Behind parked work for the same server, nothing overtakes.
@@ -208,7 +226,28 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
         if (!op.error.is_ok()) break;
     }
     finish_if_settled(slot);
-    return Status::ok();
+}
+
+bool WorkerEngine::open_gates() {
+    if (num_gated_.load() == 0) return false;
+    std::lock_guard lock(ctx_.mu);
+    std::erase_if(gated_, [&](const Parked &g) {
+        Op &op = ops_[g.slot];
+        // Settled without it (a server failed): wait() gives the gate back.
+        if (!op.in_use || op.sequence != g.sequence || op.state.load() != kPending) return true;
+        bool done = false;
+        if (Status s = ctx_.staging.query(op.gate, &done); !s) {
+            fail_op(g.slot, s);
+            return true;
+        }
+        if (!done) return false;
+        ctx_.staging.release_event(op.gate, false);
+        op.gate = nullptr;
+        for (const Part &part : op.parts) advance_parked(part.server);
+        return true;
+    });
+    num_gated_.store(gated_.size());
+    return !gated_.empty();
 }
 
 bool WorkerEngine::slices_ready(uint16_t slot, const Part &part) {
@@ -247,6 +286,7 @@ bool WorkerEngine::slices_ready(uint16_t slot, const Part &part) {
 
 bool WorkerEngine::advance(uint16_t slot, Part &part) {
     Op &op = ops_[slot];
+    if (op.gate) return false;  // the stream has not produced the pushes yet
     if (!slices_ready(slot, part)) return !op.error.is_ok();  // a failed op stops waiting for slices
     Server &server = servers_[part.server];
     const uint16_t generation = generation_of(op.sequence);
@@ -494,8 +534,12 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     Status waited = ctx_.progress.wait_until([op] { return op->state.load() != kPending; }, deadline);
     if (!waited) return {Code::kTimeout, "push-pull " + std::to_string(handle) + " did not complete in " +
                                              std::to_string(timeout_ms) + " ms"};
-    // Settled, so this thread owns the op; the copy to the device happens without the lock.
+    // Settled, so this thread owns the op; device work happens without the lock:
+    // the copy of staged pulls, and for an op that failed before its stream
+    // ran, waiting out the copies that still write its staging buffers.
     Status delivered = op->state.load() == kDone ? deliver(*op) : Status::ok();
+    ctx_.staging.release_event(op->gate, true);
+    op->gate = nullptr;
     std::lock_guard lock(ctx_.mu);
     Status result = op->state.load() == kDone ? delivered : op->error;
     // The op has settled: no server will write into its buffers any more.

@@ -13,9 +13,13 @@
 // push is copied into pinned host memory before it is posted, behind the
 // caller's work on its stream; a pull is received into pinned memory and
 // copied to the device before wait/test report success (or, after
-// stream_wait, before the stream is released). The staging copies block the
-// calling thread (never under the engine lock): posting from the progress
-// thread once a device event completes is the next step.
+// stream_wait, before the stream is released).
+//
+// A push-pull given a stream never blocks its caller on the device: the
+// staging copies are queued on that stream, an event is recorded behind
+// them (the op's "gate"), and the op's parts wait parked until the progress
+// thread finds the event complete (open_gates) and posts them. Device
+// tensors the transport reads directly are gated the same way.
 #pragma once
 
 #include <atomic>
@@ -60,6 +64,13 @@ public:
     /** Retries work held back by a full send queue; true when none is held back any more. */
     bool flush();
 
+    /**
+     * Posts the parts of ops whose stream work has finished; fails ops whose
+     * stream failed. Called by the progress thread after each poll, without
+     * ctx.mu; true while some op still waits for its stream.
+     */
+    bool open_gates();
+
 private:
     struct PushSpec {
         uint64_t key;
@@ -98,6 +109,7 @@ private:
         bool staged = false;                 // some tensor goes through staging buffers
         std::atomic<bool> delivered{false};  // staged pulls copied to the device
         bool flag_armed = false;             // a stream waits on flags_[slot] for this op
+        void *gate = nullptr;                // device event the posts wait for (open_gates)
     };
     struct RemoteSlice {
         bool known = false;
@@ -124,11 +136,15 @@ private:
     /**
      * Stages the device tensors the transport cannot register: (*staged)[i]
      * for push i, [num_push + j] for pull j; left empty when nothing is staged.
-     * Pushes are copied, behind `stream`'s work; device pushes the transport
-     * reads directly wait for `stream`. Called without the lock.
+     * Pushes are copied behind `stream`'s work, or at once without a stream.
+     * *gate: an event behind that work when the posts must wait for it
+     * (staged copies on the stream, or device pushes the transport reads
+     * directly); null otherwise. Called without the lock.
      */
     Status stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull, void *stream,
-                 std::vector<Staging::Buffer> *staged);
+                 std::vector<Staging::Buffer> *staged, void **gate);
+    /** Makes the op in `slot` (built) live under a new handle and posts what it can; with ctx.mu. */
+    void issue(uint16_t slot, void *gate, afmesh_handle *handle);
     /** Copies staged pulls to the device, once. */
     Status deliver(Op &op);
     void release_staging(Op &op);
@@ -160,6 +176,8 @@ private:
     uint32_t next_sequence_ = 1;
     std::vector<uint8_t> scratch_;  // message encoding buffer, reused
     std::vector<void *> flags_;     // per slot, made by the first stream_wait on it
+    std::vector<Parked> gated_;      // ops (slot, sequence) whose gate open_gates() watches
+    std::atomic<size_t> num_gated_{0};  // gated_.size(), read without the lock
 };
 
 }  // namespace afmesh

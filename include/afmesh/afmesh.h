@@ -194,9 +194,14 @@ AFMESH_API afmesh_status afmesh_push_pull(afmesh_node *node, const afmesh_push *
  * is staged through pinned host memory from the device module: pushes are
  * copied to it (on `stream`), pulls land in it and are copied to the device
  * buffer (the real response length only) before wait/test report OK or a
- * stream released by afmesh_stream_wait runs on. In this version the call
- * returns once the staging copies (and, for device memory the transport
- * reads directly, the stream's work) are done.
+ * stream released by afmesh_stream_wait runs on.
+ *
+ * The call never waits for the device: it queues the staging copies on
+ * `stream`, records an event behind them and returns; the library's
+ * progress thread posts the pushes once that event has completed. The
+ * push buffers (device and, for staging, the tensors' contents as `stream`
+ * leaves them) must stay unchanged until the push-pull ends. A stream that
+ * fails fails the push-pull (wait reports the device module's error).
  * Errors as afmesh_push_pull; NOT_SUPPORTED for memory that neither the
  * transport nor the device module in use handles (the message says which).
  */

@@ -10,6 +10,9 @@
 //                     [--device]          (tensors in device memory of the AFMESH_DEVICE module)
 //                     [--stream-wait]     (with --device, one micro-batch: the worker reads its pulls
 //                                          behind afmesh_stream_wait, armed before the server answers)
+//                     [--held-stream]     (with --device, worker: every round's push-pulls are issued
+//                                          while its stream is held on a host flag; they must return
+//                                          and stay IN_PROGRESS until the flag releases the stream)
 //                     [--report-latency]  (worker: print p50/p99 of push-pull -> answers readable on
 //                                          the host; with --stream-wait servers no longer hold answers back)
 //   af_test_node join --expect STATUS   (only joins; STATUS e.g. AFMESH_ERR_TIMEOUT)
@@ -50,7 +53,7 @@ struct Options {
     bool subset = false, dynamic = false, respond_vec = false, unregistered = false;
     int die_after = -1;
     bool expect_peer_failure = false;
-    bool device = false, stream_wait = false, report_latency = false;
+    bool device = false, stream_wait = false, held_stream = false, report_latency = false;
     std::string expect;
 };
 
@@ -83,6 +86,7 @@ Options parse(int argc, char **argv) {
         else if (a == "--expect") o.expect = value();
         else if (a == "--device") o.device = true;
         else if (a == "--stream-wait") o.stream_wait = true;
+        else if (a == "--held-stream") o.held_stream = true;
         else if (a == "--report-latency") o.report_latency = true;
         else fail("unknown option " + a);
     }
@@ -118,6 +122,7 @@ public:
 
     ~Memory() {
         if (!device()) return;
+        if (hold_) ops_->flag_destroy(ctx_, hold_);
         ops_->stream_destroy(ctx_, stream_);
         ops_->fini(ctx_);
     }
@@ -146,6 +151,12 @@ public:
         if (device()) check_hal(ops_->memcpy_sync(ctx_, dst, src, bytes), "memcpy_sync");
         else memmove(dst, src, bytes);
     }
+    /** Holds the stream: work queued from now on waits for release() (a host flag the stream waits on). */
+    void hold() {
+        if (!hold_) check_hal(ops_->flag_create(ctx_, 0, &hold_), "flag_create");
+        check_hal(ops_->stream_wait_flag(ctx_, stream_, hold_, ++holds_), "stream_wait_flag");
+    }
+    void release() { check_hal(ops_->flag_write(ctx_, hold_, holds_), "flag_write"); }
     void check_hal(int rc, const char *what) {
         if (rc != AFMESH_HAL_OK) fail(std::string("device module ") + what + " failed: " + t_error);
     }
@@ -166,6 +177,8 @@ private:
 
     const afmesh_device_ops *ops_ = nullptr;
     void *ctx_ = nullptr, *stream_ = nullptr;
+    void *hold_ = nullptr;  // the flag hold() makes the stream wait on
+    uint32_t holds_ = 0;
     afmesh_mem_kind kind_ = AFMESH_MEM_HOST;
 };
 
@@ -234,6 +247,7 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
         const auto started = std::chrono::steady_clock::now();
         std::vector<afmesh_handle> handles;
         std::vector<std::vector<int32_t>> targets(o.microbatches);
+        if (o.held_stream) mem.hold();
         for (int mb = 0; mb < o.microbatches; ++mb) {
             for (size_t i = 0; i < elems; ++i) push[mb][i] = pushed_value(rank, iter, mb, static_cast<int>(i));
             mem.copy_async(push_at[mb], push[mb].data(), bytes);  // the push-pull must read after this
@@ -256,6 +270,13 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
                 pulls.push_back(q);
             }
             handles.push_back(mem.device() ? node.push_pull_on_stream({p}, pulls, mem.stream()) : node.push_pull({p}, pulls));
+        }
+        if (o.held_stream) {
+            // The pushes are not even produced yet: nothing can have been sent.
+            for (afmesh_handle h : handles)
+                if (afmesh_status st = afmesh_test(node.get(), h); st != AFMESH_IN_PROGRESS)
+                    fail(std::string("a push-pull behind a held stream reports ") + afmesh_strerror(st));
+            mem.release();
         }
         if (o.stream_wait) {
             // The stream reads the pulls only after the push-pull has ended and they reached the device.
@@ -397,6 +418,8 @@ int main(int argc, char **argv) {
     Options o = parse(argc, argv);
     if (o.stream_wait && (!o.device || o.microbatches != 1 || o.subset || o.respond_vec))
         fail("--stream-wait goes with --device, --microbatches 1 and neither --subset nor --respond-vec");
+    if (o.held_stream && (!o.device || o.stream_wait))
+        fail("--held-stream goes with --device, without --stream-wait");
     const afmesh_role role = role_from_env();
     if (o.scenario == "join") {
         afmesh_config config{};

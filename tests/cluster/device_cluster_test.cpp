@@ -59,5 +59,13 @@ TEST(DeviceCluster, StreamWaitReleasesTheStreamAfterTheAnswersLanded) {
     DeviceCluster::run(2, 2, args, args);
 }
 
+// The fake GPU's streams run nothing while they wait on a flag. Push-pulls
+// issued behind a held stream must return at once and stay in progress;
+// once the flag releases the stream, the progress thread posts them, and
+// the pushes carry what the stream produced after the calls returned.
+TEST(DeviceCluster, PushPullsBehindAHeldStreamReturnAtOnceAndGoOnceItRuns) {
+    DeviceCluster::run(2, 2, {"--microbatches", "3"}, {"--microbatches", "3", "--held-stream"});
+}
+
 }  // namespace
 }  // namespace afmesh
