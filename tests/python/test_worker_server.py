@@ -211,3 +211,27 @@ def test_a_missing_peer_times_out_and_the_message_says_who():
     with afmesh.Scheduler(address, settings):
         with pytest.raises(afmesh.Timeout, match="worker"):
             afmesh.Server(address, settings)  # the one worker never comes
+
+
+def test_a_stream_is_accepted_and_host_tensors_do_not_wait_for_it(one_by_one, pool):
+    worker, server = one_by_one
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    served = pool.submit(serve, server, lambda r: [r.tensors[0].numpy() + 1])
+    # 0 is the default stream of a device module; the cpu module has no work on it.
+    handle = worker.push_pull(push=[(0, x)], pull=[(1, y, 0)], stream=0)
+    (out,) = handle.wait(timeout=60)
+    served.result()
+    assert out is y and (y == x + 1).all()
+
+
+def test_streams_are_checked_and_the_cpu_device_cannot_make_one_wait(one_by_one, pool):
+    worker, server = one_by_one
+    with pytest.raises(TypeError, match="not a stream"):
+        worker.push_pull(push=[(0, np.ones(4, np.float32))], stream="the current one")
+    served = pool.submit(serve, server, lambda r: [])
+    handle = worker.push_pull(push=[(0, np.ones(4, np.float32))])
+    with pytest.raises(afmesh.Error, match="cannot make a stream wait") as raised:
+        handle.stream_wait(1)
+    assert raised.value.status == afmesh._capi.ERR_NOT_SUPPORTED
+    handle.wait(timeout=60)
+    served.result()

@@ -114,6 +114,11 @@ _PROTOTYPES = {
         status_t,
         [node_p, _P(afmesh_push), C.c_size_t, _P(afmesh_pull), C.c_size_t, _P(handle_t)],
     ),
+    "afmesh_push_pull_on_stream": (
+        status_t,
+        [node_p, _P(afmesh_push), C.c_size_t, _P(afmesh_pull), C.c_size_t, C.c_void_p, _P(handle_t)],
+    ),
+    "afmesh_stream_wait": (status_t, [node_p, handle_t, C.c_void_p]),
     "afmesh_wait": (status_t, [node_p, handle_t, C.c_int]),
     "afmesh_test": (status_t, [node_p, handle_t]),
     "afmesh_pull_bytes": (status_t, [node_p, handle_t, C.c_size_t, _P(C.c_uint64)]),

@@ -32,9 +32,10 @@ Where afmesh deliberately differs from StepMesh:
   they are always recorded (StepMesh needs a TRACE build).
 * ``get_all_handlers(h)`` is ``[h]``: afmesh tracks a push-pull with one
   handle, not one per tensor.
-* ``need_event=True`` with GPU tensors synchronizes the current torch CUDA
-  stream before posting (StepMesh records an event that its send thread
-  waits for): correct, but the caller blocks until the producing kernels end.
+* ``need_event=True`` with GPU tensors hands the current torch CUDA stream
+  to afmesh, which records an event behind its work and posts the pushes
+  from its progress thread once that event completes: as StepMesh does,
+  the caller never blocks on the producing kernels.
 * ``barrier``'s ``instance_barrier`` is accepted and ignored: afmesh has one
   barrier, over every process of the chosen roles.
 * Workers reach every server (StepMesh: only servers with the same GPU index).
@@ -89,14 +90,15 @@ def init():
     _node = {"worker": Worker, "server": Server, "scheduler": Scheduler}[_role()]()
 
 
-def _sync_device_work(tensors):
-    """need_event: make sure kernels producing GPU tensors have finished before they are sent."""
+def _producing_stream(tensors):
+    """need_event: the current torch CUDA stream of the first GPU tensor (their producer), or None."""
     torch = sys.modules.get("torch")
     if torch is None:
-        return
+        return None
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.is_cuda:
-            torch.cuda.current_stream(t.device).synchronize()
+            return torch.cuda.current_stream(t.device)
+    return None
 
 
 def push_pull(push_tensors, push_keys, pull_tensors, pull_keys, need_event=True):
@@ -114,11 +116,11 @@ def push_pull(push_tensors, push_keys, pull_tensors, pull_keys, need_event=True)
     if len(pull_tensors) % servers:
         raise ValueError(f"{len(pull_tensors)} pull tensors do not split evenly over {servers} servers")
     per_server = len(pull_tensors) // servers
-    if need_event:
-        _sync_device_work(list(push_tensors) + list(pull_tensors))
+    stream = _producing_stream(list(push_tensors) + list(pull_tensors)) if need_event else None
     handle = worker.push_pull(
         push=list(zip(push_keys, push_tensors)),
-        pull=[(key, t, i // per_server) for i, (key, t) in enumerate(zip(pull_keys, pull_tensors))])
+        pull=[(key, t, i // per_server) for i, (key, t) in enumerate(zip(pull_keys, pull_tensors))],
+        stream=stream)
     _handles[handle.id] = handle
     while len(_handles) > _KEEP_HANDLES and next(iter(_handles.values())).done:
         _handles.popitem(last=False)

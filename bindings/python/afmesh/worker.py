@@ -40,6 +40,21 @@ class Trace(NamedTuple):
     completed: int   # worker: response complete
 
 
+def stream_pointer(stream):
+    """The native stream handle (cudaStream_t, hipStream_t, ...) of `stream`, as an int.
+
+    Accepts an int (the handle itself), a torch.cuda.Stream (``cuda_stream``)
+    or a CuPy stream (``ptr``).
+    """
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value
+    raise TypeError(f"not a stream: {stream!r} (give an int handle, a torch.cuda.Stream or a CuPy stream)")
+
+
 def _as_item(item, cls):
     return item if isinstance(item, cls) else cls(*item)
 
@@ -121,6 +136,16 @@ class Handle:
         self._finish(status)
         return True
 
+    def stream_wait(self, stream):
+        """Makes `stream` wait (on the device, the CPU never blocks) until this push-pull has ended.
+
+        Work queued on `stream` afterwards sees the pulled results. Still
+        wait() or test() the handle for its outcome. Raises NotSupported when
+        the device module cannot make a stream wait for the host (cpu).
+        """
+        with self._worker._live as ptr:
+            errors.check(lib.afmesh_stream_wait(ptr, self.id, stream_pointer(stream)))
+
     @property
     def results(self):
         """The results of a completed push-pull (see wait()); raises if it is not complete."""
@@ -157,13 +182,17 @@ class Worker(Node):
     _role = _capi.ROLE_WORKER
     _role_name = "worker"
 
-    def push_pull(self, push=(), pull=()):
+    def push_pull(self, push=(), pull=(), stream=None):
         """Starts a push-pull without blocking; returns its :class:`Handle`.
 
         Args:
             push: :class:`Push` items or (key, tensor[, servers]) tuples.
             pull: :class:`Pull` items or (key, tensor[, server]) tuples; each
                 buffer must be writable and large enough for its answer.
+            stream: the device stream producing the pushed device tensors
+                (see :func:`stream_pointer`): they are sent once its work so
+                far has finished, without this call waiting. None: nothing
+                to wait for.
         """
         pushes = [_as_item(p, Push) for p in push]
         pulls = [_as_item(p, Pull) for p in pull]
@@ -185,5 +214,9 @@ class Worker(Node):
             described.append((p.tensor, t))
         handle = _capi.handle_t()
         with self._live as ptr:
-            errors.check(lib.afmesh_push_pull(ptr, c_push, len(pushes), c_pull, len(pulls), C.byref(handle)))
+            if stream is None:
+                errors.check(lib.afmesh_push_pull(ptr, c_push, len(pushes), c_pull, len(pulls), C.byref(handle)))
+            else:
+                errors.check(lib.afmesh_push_pull_on_stream(ptr, c_push, len(pushes), c_pull, len(pulls),
+                                                            stream_pointer(stream), C.byref(handle)))
         return Handle(self, handle.value, keepalive, described)
