@@ -327,9 +327,24 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
     // slices stay held (readers) until respond, so no worker overwrites them.
     for (size_t i = 0; i < *count; ++i)
         for (const afmesh_request::Copy &c : requests[i]->to_device)
-            if (Status s = ctx_.staging.copy(c.dst, c.src, c.bytes); !s)
-                return {s.code(), "copying a push to the device receive buffer: " + s.message()};
+            if (Status s = ctx_.staging.copy(c.dst, c.src, c.bytes); !s) {
+                put_back(requests, *count);
+                *count = 0;
+                return {s.code(), "copying a push to the device receive buffer: " + s.message() +
+                                      " (the batch stays queued: get_batch again)"};
+            }
     return Status::ok();
+}
+
+void ServerEngine::put_back(afmesh_request *const *requests, size_t count) {
+    std::lock_guard lock(ctx_.mu);
+    // In reverse, so each worker's requests return to the front in their order.
+    for (size_t i = count; i-- > 0;) {
+        afmesh_request *r = requests[i];
+        handed_out_.erase(r);
+        workers_[r->worker]->ready.push_front(r);
+    }
+    update_ready_counters();
 }
 
 Status ServerEngine::stage_response(const afmesh_tensor *tensors, size_t count, std::vector<afmesh_tensor> *out,

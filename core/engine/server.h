@@ -110,6 +110,8 @@ private:
     Status stage_response(const afmesh_tensor *tensors, size_t count, std::vector<afmesh_tensor> *out,
                           std::vector<Staging::Buffer> *buffers);
     void update_ready_counters();
+    /** Returns handed-out requests to the front of their workers' queues (get_batch could not finish). */
+    void put_back(afmesh_request *const *requests, size_t count);
 
     EngineContext ctx_;
     const int32_t rank_;

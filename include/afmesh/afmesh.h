@@ -275,7 +275,9 @@ typedef enum afmesh_batch_mode {
  * TIMEOUT when nothing (or not every worker) arrived; PEER_FAILED when a
  * worker the batch waits for has failed or stopped (ANY mode reports each
  * failed worker once and ignores workers that stopped cleanly); CLOSED in
- * ANY mode once every worker has gone.
+ * ANY mode once every worker has gone. When copying staged pushes to a
+ * device receive buffer fails, the device module's error is returned with
+ * *count 0 and the batch stays queued: nothing is lost, get_batch again.
  */
 AFMESH_API afmesh_status afmesh_get_batch(afmesh_node *node, afmesh_batch_mode mode, int timeout_ms,
                                           afmesh_request **requests, size_t capacity, size_t *count);

@@ -13,6 +13,8 @@
 //                     [--held-stream]     (with --device, worker: every round's push-pulls are issued
 //                                          while its stream is held on a host flag; they must return
 //                                          and stay IN_PROGRESS until the flag releases the stream)
+//                     [--retry-get-batch]  (server: a get_batch that fails but keeps its batch queued
+//                                          is retried; the count is printed)
 //                     [--report-latency]  (worker: print p50/p99 of push-pull -> answers readable on
 //                                          the host; with --stream-wait servers no longer hold answers back)
 //   af_test_node join --expect STATUS   (only joins; STATUS e.g. AFMESH_ERR_TIMEOUT)
@@ -53,7 +55,7 @@ struct Options {
     bool subset = false, dynamic = false, respond_vec = false, unregistered = false;
     int die_after = -1;
     bool expect_peer_failure = false;
-    bool device = false, stream_wait = false, held_stream = false, report_latency = false;
+    bool device = false, stream_wait = false, held_stream = false, report_latency = false, retry_get_batch = false;
     std::string expect;
 };
 
@@ -87,6 +89,7 @@ Options parse(int argc, char **argv) {
         else if (a == "--device") o.device = true;
         else if (a == "--stream-wait") o.stream_wait = true;
         else if (a == "--held-stream") o.held_stream = true;
+        else if (a == "--retry-get-batch") o.retry_get_batch = true;
         else if (a == "--report-latency") o.report_latency = true;
         else fail("unknown option " + a);
     }
@@ -354,13 +357,19 @@ int run_server(Node &node, Memory &mem, const Options &o) {
     for (int iter = 0; iter < o.iters; ++iter)
         for (int mb = 0; mb < o.microbatches; ++mb)
             expected += !o.subset || target_server(iter, mb, node.num_servers()) == rank ? workers : 0;
-    int answered = 0, round = 0;
+    int answered = 0, round = 0, retried = 0;
     while (answered < expected) {
         maybe_die(o, round++);
         std::vector<afmesh_request *> batch(workers * o.microbatches);
         size_t count = 0;
-        check(afmesh_get_batch(node.get(), o.subset ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS, 30000, batch.data(),
-                               batch.size(), &count));
+        const afmesh_status got = afmesh_get_batch(node.get(), o.subset ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS,
+                                                   30000, batch.data(), batch.size(), &count);
+        if (got != AFMESH_OK && o.retry_get_batch && strstr(afmesh_last_error(), "the batch stays queued")) {
+            printf("server %d: get_batch failed, retrying: %s\n", rank, afmesh_last_error());
+            ++retried;
+            continue;
+        }
+        check(got);
         if (o.stream_wait && !o.report_latency)
             check(afmesh_barrier(node.get(), 3, 30000));  // every worker's stream waits by now
         std::vector<int64_t> counts;
@@ -408,7 +417,7 @@ int run_server(Node &node, Memory &mem, const Options &o) {
         answered += static_cast<int>(count);
     }
     if (o.expect_peer_failure) fail("no peer failure was reported");
-    printf("server %d: answered %d requests\n", rank, answered);
+    printf("server %d: answered %d requests (get_batch retried %d times)\n", rank, answered, retried);
     return 0;
 }
 

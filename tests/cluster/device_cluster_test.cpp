@@ -59,6 +59,24 @@ TEST(DeviceCluster, StreamWaitReleasesTheStreamAfterTheAnswersLanded) {
     DeviceCluster::run(2, 2, args, args);
 }
 
+// The first copy of a staged push into server 0's device receive buffer
+// fails: get_batch reports it and keeps the batch, which the retry then
+// gets whole, so every worker still verifies every answer.
+TEST(DeviceCluster, AFailedCopyToTheDeviceLosesNoRequest) {
+    Cluster c(2, 1);
+    for (const char *setting : {"AFMESH_DEVICE=fakegpu", "AFMESH_TRANSPORT=tcp", "AFMESH_MODULE_PATH=" FAKE_GPU_MODULE_DIR})
+        c.set(setting);
+    const std::vector<std::string> args = {"echo", "--device", "--iters", "4", "--microbatches", "2"};
+    std::vector<std::string> server_args = args;
+    server_args.push_back("--retry-get-batch");
+    c.add({"scheduler", -1, {"echo"}, {}});
+    c.add({"server", 0, server_args, {"FAKEGPU_FAIL_COPY_INTO_DEVICE=1"}});
+    for (int w = 0; w < 2; ++w) c.add({"worker", w, args, {}});
+    c.expect_all_succeed();
+    EXPECT_NE(c.output_of("server 0").find("injected copy failure"), std::string::npos);
+    EXPECT_NE(c.output_of("server 0").find("answered 16 requests (get_batch retried 1 times)"), std::string::npos);
+}
+
 // The fake GPU's streams run nothing while they wait on a flag. Push-pulls
 // issued behind a held stream must return at once and stay in progress;
 // once the flag releases the stream, the progress thread posts them, and

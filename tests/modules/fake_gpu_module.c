@@ -14,6 +14,8 @@
  *    which then runs the released work at once, as a GPU would: work queued
  *    behind the wait sees exactly what the host had written before the flag.
  * Fresh device memory is filled with 0xA5 so unwritten bytes show.
+ *  - FAKEGPU_FAIL_COPY_INTO_DEVICE=N makes the process's Nth synchronous
+ *    copy into device memory fail, once: the engine must lose nothing.
  * One lock guards everything: simple, and no test here measures speed.
  */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
@@ -110,7 +112,16 @@ static int enqueue(void *stream, struct op *proto) {
     return AFMESH_HAL_OK;
 }
 
+static long g_copies_before_failure = -1; /* FAKEGPU_FAIL_COPY_INTO_DEVICE; -1: never */
+static pthread_once_t g_read_settings = PTHREAD_ONCE_INIT;
+
+static void read_settings(void) {
+    const char *n = getenv("FAKEGPU_FAIL_COPY_INTO_DEVICE");
+    if (n) g_copies_before_failure = atol(n);
+}
+
 static int fg_init(void **ctx) {
+    pthread_once(&g_read_settings, read_settings);
     *ctx = &g_context;
     return AFMESH_HAL_OK;
 }
@@ -191,9 +202,21 @@ static int fg_pointer_query(void *ctx, const void *ptr, uint32_t *kind, int *dev
     return AFMESH_HAL_OK;
 }
 
+/* Whether this copy into `dst` is the one FAKEGPU_FAIL_COPY_INTO_DEVICE picked. */
+static int injected_failure(const void *dst) {
+    uint32_t kind;
+    int device, picked = 0;
+    fg_pointer_query(NULL, dst, &kind, &device);
+    pthread_mutex_lock(&g_mu);
+    if (kind == AFMESH_MEM_CUDA && g_copies_before_failure > 0) picked = --g_copies_before_failure == 0;
+    pthread_mutex_unlock(&g_mu);
+    return picked;
+}
+
 static int fg_memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
     (void)ctx;
     if (bytes && (!dst || !src)) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy: null pointer");
+    if (bytes && injected_failure(dst)) return fail(AFMESH_HAL_ERROR, "injected copy failure (FAKEGPU_FAIL_COPY_INTO_DEVICE)");
     if (bytes) memmove(dst, src, bytes);
     return AFMESH_HAL_OK;
 }
