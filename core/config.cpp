@@ -50,7 +50,8 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_POLL", VarType::kEnum, "adaptive", "busy|adaptive|blocking", 0, 0,
      "completion polling: busy (spin, lowest latency), adaptive (spin briefly then sleep), blocking"},
     {"AFMESH_POLL_SPIN_US", VarType::kInt, "50", nullptr, 0, 1000000,
-     "adaptive polling: how long a waiting thread spins after the last completion before it sleeps (us)"},
+     "adaptive polling: how long a waiting thread spins after the last completion before it sleeps (us); "
+     "unset, 1000 for transports without a wait fd (their sleep is a blind nap)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
      "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,

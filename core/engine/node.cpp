@@ -87,7 +87,7 @@ Status Node::start() {
         device_kind < AFMESH_MEM_KIND_COUNT && !transport_registers(*transport_, device_kind) ? AFMESH_MEM_BIT(device_kind) : 0;
     registry_ = std::make_unique<MemoryRegistry>(*transport_, staged_kinds);
     staging_ = std::make_unique<Staging>(*device_, *transport_, *registry_, device_id);
-    progress_ = std::make_unique<Progress>(*transport_, mode, adaptive_spin(config_),
+    progress_ = std::make_unique<Progress>(*transport_, mode, adaptive_spin(config_, *transport_),
                                            [this](const afmesh_net_event *ev, int n) { dispatch(ev, n); });
 
     Hello hello;

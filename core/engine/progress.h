@@ -28,8 +28,8 @@ enum class PollMode {
 };
 /** Parses "busy|adaptive|blocking". */
 bool parse_poll_mode(const std::string &name, PollMode *mode);
-/** AFMESH_POLL_SPIN_US: adaptive mode's spin window. */
-std::chrono::microseconds adaptive_spin(const Config &config);
+/** AFMESH_POLL_SPIN_US: adaptive mode's spin window; unset, longer for a transport without a wait fd. */
+std::chrono::microseconds adaptive_spin(const Config &config, const Module &transport);
 
 using Clock = std::chrono::steady_clock;
 
@@ -91,7 +91,8 @@ private:
     /** Runs the background work (with poll_mu_ held); true while some remains. */
     bool run_background();
     void run();
-    void sleep_on_transport();
+    /** Sleeps until the transport or another thread wakes it (true), or naps without a wait fd (false). */
+    bool sleep_on_transport();
 
     const Module &transport_;
     std::atomic<PollMode> mode_;
@@ -99,6 +100,9 @@ private:
     const Dispatch dispatch_;
     Background background_;
     std::atomic<bool> background_pending_{false};
+    // Clock ticks of the last poll that found completions (by any thread):
+    // adaptive mode spins for adaptive_spin_ after it.
+    std::atomic<Clock::rep> last_activity_{0};
     std::mutex poll_mu_;
     std::vector<afmesh_net_event> events_;
     int wake_fd_ = -1;  // eventfd that interrupts the NetRecv thread's sleep
