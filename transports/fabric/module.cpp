@@ -4,7 +4,7 @@
 #include "host.h"
 
 namespace {
-constexpr const char *kVersion = "0.1.0 (libfabric RDM endpoints, wire protocol 1)";
+constexpr const char *kVersion = "0.1.0 (libfabric RDM endpoints, wire protocol 2)";
 }  // namespace
 
 extern "C" AFMESH_MODULE_EXPORT int afmesh_module_query(uint32_t host_abi_major, const afmesh_host_services *host,

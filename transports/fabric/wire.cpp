@@ -6,7 +6,8 @@ namespace afmesh::fabric {
 namespace {
 
 constexpr uint32_t kMessageMagic = 0x4d464641;  // "AFFM"
-constexpr uint8_t kMessageVersion = 1;
+// 2: IMM messages (zero-byte writes). A peer of another version is not heard.
+constexpr uint8_t kMessageVersion = 2;
 
 }  // namespace
 
@@ -25,7 +26,7 @@ bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why)
         return false;
     }
     if (load_le32(data) != kMessageMagic || data[4] != kMessageVersion) {
-        why->format("a message without the fabric transport's magic and version 1");
+        why->format("a message without the fabric transport's magic and version %u", unsigned{kMessageVersion});
         return false;
     }
     const uint8_t type = data[5];
