@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "free_port.h"
@@ -46,6 +48,20 @@ public:
                                     "AFMESH_CONNECT_TIMEOUT_MS=30000"})
             base_env_.push_back(setting);
     }
+
+    // A node killed by a signal could not close its libfabric shm endpoints:
+    // their regions ("afmesh-<pid>-..." in /dev/shm) are removed here.
+    ~Cluster() {
+        for (const ChildExit &c : group_.children()) {
+            if (c.signal == 0) continue;
+            const std::string prefix = "afmesh-" + std::to_string(c.pid) + "-";
+            std::error_code ec;
+            for (const auto &entry : std::filesystem::directory_iterator("/dev/shm", ec))
+                if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
+        }
+    }
+    Cluster(const Cluster &) = delete;
+    Cluster &operator=(const Cluster &) = delete;
 
     /** Sets "NAME=value" for every node added afterwards, replacing an earlier value. */
     void set(const std::string &setting) {

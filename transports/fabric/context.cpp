@@ -83,6 +83,7 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     fabric_.inject_size = info->tx_attr->inject_size;
     fabric_.tx_depth = std::clamp<size_t>(info->tx_attr->size, 16, kMaxTxDepth);
     fabric_.recv_consumes_data = (info->mode & FI_RX_CQ_DATA) != 0;
+    fabric_.unique_names = strcmp(info->fabric_attr->prov_name, "shm") == 0;
     registrar_ = std::make_unique<Registrar>(fabric_);
     const char *timeout = host_config("AFMESH_CONNECT_TIMEOUT_MS");
     handshake_ns_ = (timeout ? strtoull(timeout, nullptr, 10) : kDefaultHandshakeMs) * 1'000'000;

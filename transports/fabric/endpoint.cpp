@@ -3,14 +3,38 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "host.h"
 #include "wire.h"
 
 namespace afmesh::fabric {
+namespace {
+
+// shm names an endpoint's shared-memory region "<pid>:<n>:<n>" by default. A
+// process killed before it closed its endpoints leaves those regions behind,
+// and a later process given the same pid then fails to enable its endpoint
+// (EBUSY). A name no other process can have avoids that: the pid plus a
+// per-process nonce (clock and address of this function) plus a counter.
+int name_uniquely(fid_ep *ep) {
+    static const uint64_t nonce = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                                  reinterpret_cast<uintptr_t>(&name_uniquely);
+    static std::atomic<uint64_t> counter{0};
+    char name[64];
+    snprintf(name, sizeof name, "afmesh-%ld-%016" PRIx64 "-%" PRIu64, static_cast<long>(getpid()), nonce,
+             counter.fetch_add(1));
+    return fi_setname(&ep->fid, name, strlen(name) + 1);
+}
+
+}  // namespace
+
 namespace {
 
 // Posted receives per endpoint (one connection's). Messages are small
@@ -48,6 +72,10 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
         e->ep_ = nullptr;
         why->format("fi_endpoint: %s", fi_strerror(-rc));
         return rc == -FI_ENOMEM ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR;
+    }
+    if (fabric.unique_names && (rc = name_uniquely(e->ep_)) != 0) {
+        why->format("fi_setname: %s", fi_strerror(-rc));
+        return AFMESH_HAL_ERROR;
     }
     if ((rc = fi_ep_bind(e->ep_, &fabric.av->fid, 0)) != 0 ||
         (rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(e->ep_)) != 0) {

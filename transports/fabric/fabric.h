@@ -21,6 +21,7 @@ struct Fabric {
     size_t tx_depth = 0;         // operations one endpoint keeps in flight
     bool wait_fd = false;        // CQs are opened with FI_WAIT_FD
     bool recv_consumes_data = false;  // FI_RX_CQ_DATA: remote CQ data consumes a posted receive
+    bool unique_names = false;        // shm: endpoints get names no other process has (endpoint.cpp)
 };
 
 }  // namespace afmesh::fabric
