@@ -33,10 +33,6 @@ int name_uniquely(fid_ep *ep) {
     return fi_setname(&ep->fid, name, strlen(name) + 1);
 }
 
-}  // namespace
-
-namespace {
-
 // Posted receives per endpoint (one connection's). Messages are small
 // control and metadata records; providers buffer unexpected ones beyond this.
 constexpr size_t kRecvSlots = 32;
