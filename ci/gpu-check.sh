@@ -90,6 +90,13 @@ latency() {
 record "latency us, wait + copy to host" "$(latency)"
 record "latency us, stream_wait + copy on the stream" "$(latency --stream-wait)"
 
+# The AF shape (128 x 7168 bf16 = 1.75 MiB, here as floats): staged in
+# 512 KiB chunks, each sent while the next is copied, against one piece.
+section "latency: 1.75 MiB staged in chunks vs in one piece (worker 0)"
+af_shape=(--rows 128 --cols 3584)
+record "latency us, 1.75 MiB, 512 KiB chunks" "$(export AFMESH_STAGING_CHUNK=524288; latency "${af_shape[@]}")"
+record "latency us, 1.75 MiB, one piece" "$(export AFMESH_STAGING_CHUNK=1073741824; latency "${af_shape[@]}")"
+
 section "summary"
 printf '%s\n' "${results[@]}"
 ! printf '%s\n' "${results[@]}" | grep -q FAILED

@@ -52,6 +52,9 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_POLL_SPIN_US", VarType::kInt, "50", nullptr, 0, 1000000,
      "adaptive polling: how long a waiting thread spins after the last completion before it sleeps (us); "
      "unset, 1000 for transports without a wait fd (their sleep is a blind nap)"},
+    {"AFMESH_STAGING_CHUNK", VarType::kInt, "524288", nullptr, 4096, int64_t{1} << 30,
+     "bytes per piece when a device push is staged through pinned host memory: each piece is sent while the "
+     "next is copied (a value above the tensor's size: one copy, then one send)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
      "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,

@@ -185,8 +185,17 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
     auto it = worker.inbound.find(slot);
     Inbound &in = it->second;
     if (!in.have_request) return;
-    if (in.imms > in.request.pushes.size()) return protocol_error(worker_rank, "more immediates than pushes");
-    if (in.imms < in.request.pushes.size()) return;
+    if (in.imms > in.request.push_writes) return protocol_error(worker_rank, "more immediates than announced writes");
+    if (in.imms < in.request.push_writes) return;
+    if (in.request.aborted) {
+        // The worker's stream failed part-way: answer empty at once, handing
+        // the slices back, and hand out nothing half-written.
+        const wire::Request aborted = std::move(in.request);
+        worker.inbound.erase(it);
+        return answer_aborted(worker_rank, aborted);
+    }
+    AFMESH_LOG(AFMESH_LOG_TRACE, "%s, slot %u: %zu pushes arrived in %u writes", worker_name(worker_rank).c_str(),
+               slot, in.request.pushes.size(), in.request.push_writes);
     auto *request = new afmesh_request();
     request->worker = worker_rank;
     request->slot = slot;
@@ -347,21 +356,37 @@ void ServerEngine::put_back(afmesh_request *const *requests, size_t count) {
     update_ready_counters();
 }
 
-Status ServerEngine::stage_response(const afmesh_tensor *tensors, size_t count, std::vector<afmesh_tensor> *out,
-                                    std::vector<Staging::Buffer> *buffers) {
+Status ServerEngine::acquire_staging(const afmesh_tensor *tensors, size_t count,
+                                     std::vector<Staging::Buffer> *buffers) {
     for (size_t i = 0; i < count; ++i) {
         const afmesh_tensor &t = tensors[i];
         if (t.bytes == 0 || !t.data || !ctx_.staging.needed(t.kind)) continue;
         if (Status s = ctx_.staging.check_kind(t.kind, "response tensor " + std::to_string(i)); !s) return s;
-        if (out->empty()) {
-            out->assign(tensors, tensors + count);
-            buffers->resize(count);
-        }
+        if (buffers->empty()) buffers->resize(count);
         if (Status s = ctx_.staging.acquire(t.bytes, &(*buffers)[i]); !s) return s;
-        if (Status s = ctx_.staging.copy((*buffers)[i].ptr, t.data, t.bytes); !s) return s;
-        (*out)[i].data = (*buffers)[i].ptr;
-        (*out)[i].kind = AFMESH_MEM_HOST;
-        (*out)[i].device = -1;
+    }
+    return Status::ok();
+}
+
+Status ServerEngine::check_response(afmesh_request *request, const afmesh_tensor *tensors, size_t count,
+                                    const std::vector<Staging::Buffer> &buffers,
+                                    std::vector<const Registration *> *regs) {
+    if (!handed_out_.count(request))
+        return {Code::kInvalidArgument, "not a request this server handed out, or one already answered"};
+    if (count != request->pulls.size())
+        return {Code::kInvalidArgument, "the request has " + std::to_string(request->pulls.size()) +
+                                            " pull slots, the response " + std::to_string(count) + " tensors"};
+    regs->assign(count, nullptr);
+    for (size_t i = 0; i < count; ++i) {
+        const afmesh_tensor &t = tensors[i];
+        if (t.bytes > request->pulls[i].tensor.bytes)
+            return {Code::kInvalidArgument, "response tensor " + std::to_string(i) + " (" + std::to_string(t.bytes) +
+                                                " bytes) exceeds the worker's pull buffer of " +
+                                                std::to_string(request->pulls[i].tensor.bytes) + " bytes"};
+        if (t.bytes && !t.data) return {Code::kInvalidArgument, "response tensor " + std::to_string(i) + " has no data"};
+        if (!buffers.empty() && buffers[i].ptr) (*regs)[i] = buffers[i].reg;
+        else if (t.bytes)
+            if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &(*regs)[i]); !s) return s;
     }
     return Status::ok();
 }
@@ -369,10 +394,9 @@ Status ServerEngine::stage_response(const afmesh_tensor *tensors, size_t count, 
 Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tensors, size_t count) {
     if (!request) return {Code::kInvalidArgument, "null request"};
     if (count && !tensors) return {Code::kInvalidArgument, "null tensors"};
-    // Device tensors go out from pinned copies, made without the lock and
-    // given back once respond returns (then the writes have completed).
-    // Both stay empty, without allocating, for host tensors.
-    std::vector<afmesh_tensor> staged;
+    // Device tensors go out from pinned buffers, acquired without the lock
+    // and given back once respond returns (then the writes have completed).
+    // Stays empty, without allocating, for host tensors.
     std::vector<Staging::Buffer> buffers;
     struct Unstage {
         Staging &staging;
@@ -381,79 +405,126 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
             for (Staging::Buffer &b : buffers) staging.release(b);
         }
     } unstage{ctx_.staging, buffers};
-    if (Status s = stage_response(tensors, count, &staged, &buffers); !s) return s;
-    if (!staged.empty()) tensors = staged.data();
-    uint64_t cookie = 0;
+    if (Status s = acquire_staging(tensors, count, &buffers); !s) return s;
+    std::vector<const Registration *> regs;
     Worker *worker = nullptr;
     {
         std::lock_guard lock(ctx_.mu);
-        if (!handed_out_.count(request))
-            return {Code::kInvalidArgument, "not a request this server handed out, or one already answered"};
+        if (Status s = check_response(request, tensors, count, buffers, &regs); !s) return s;
+        // From here on this call owns the request: it is answered, one way or another.
+        handed_out_.erase(request);
         worker = workers_[request->worker].get();
-        if (count != request->pulls.size())
-            return {Code::kInvalidArgument, "the request has " + std::to_string(request->pulls.size()) +
-                                                " pull slots, the response " + std::to_string(count) + " tensors"};
-        std::vector<const Registration *> regs(count, nullptr);
-        for (size_t i = 0; i < count; ++i) {
-            const afmesh_tensor &t = tensors[i];
-            if (t.bytes > request->pulls[i].tensor.bytes)
-                return {Code::kInvalidArgument, "response tensor " + std::to_string(i) + " (" + std::to_string(t.bytes) +
-                                                    " bytes) exceeds the worker's pull buffer of " +
-                                                    std::to_string(request->pulls[i].tensor.bytes) + " bytes"};
-            if (t.bytes && !t.data) return {Code::kInvalidArgument, "response tensor " + std::to_string(i) + " has no data"};
-            if (t.bytes)
-                if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &regs[i]); !s) return s;
-        }
         for (const auto &[key, view] : request->pushes) {
             Slice &slice = worker->slices[key];
             if (slice.readers) --slice.readers;
         }
-        if (worker->failed.load()) {
-            Status failure = peer_failure(worker_name(request->worker), worker->failure);
-            handed_out_.erase(request);
-            delete request;
-            return failure;
-        }
-        const uint16_t generation = request->generation;
-        for (size_t i = 0; i < count; ++i) {
-            const bool last = i + 1 == count;
-            if (last) cookie = ++worker->responses_posted;
-            Status s = worker->outbox->write(tensors[i].data, tensors[i].bytes, regs[i] ? regs[i]->mr : nullptr,
-                                             request->pulls[i].rkey, request->pulls[i].offset,
-                                             imm::encode(imm::Direction::kResponse, request->slot, generation),
-                                             // The RESPONSE below closes the burst.
-                                             AFMESH_NET_MORE | (last ? AFMESH_NET_SIGNAL : 0), cookie);
-            if (!s) {
-                const int32_t worker_rank = request->worker;
-                fail_worker(worker_rank, s);
-                handed_out_.erase(request);
-                delete request;
-                return peer_failure(worker_name(worker_rank), s);
-            }
-        }
-        wire::Response response;
-        response.slot = request->slot;
-        response.generation = generation;
-        response.arrived_ns = request->arrived_ns;
-        response.processed_ns = request->processed_ns;
-        response.responded_ns = monotonic_ns();
-        for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
-        scratch_.clear();
-        wire::encode(response, scratch_);
-        Status sent = worker->outbox->send(scratch_);
-        const int32_t worker_rank = request->worker;
-        handed_out_.erase(request);
-        delete request;
-        if (!sent) {
-            fail_worker(worker_rank, sent);
-            return peer_failure(worker_name(worker_rank), sent);
-        }
     }
-    if (cookie == 0) return Status::ok();
+    const std::unique_ptr<afmesh_request> owned(request);
+    uint64_t cookie = 0;  // of the last write posted
+    Status posted = post_response(*request, tensors, count, buffers, regs, &cookie);
+    if (cookie == 0) return posted;
     // Return only once the response buffers may be reused.
     auto done = [worker, cookie] { return worker->responses_completed.load() >= cookie || worker->failed.load(); };
     (void)ctx_.progress.wait_until(done, Clock::time_point::max());
-    return Status::ok();
+    return posted;
+}
+
+Status ServerEngine::post_response(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
+                                   const std::vector<Staging::Buffer> &buffers,
+                                   const std::vector<const Registration *> &regs, uint64_t *cookie) {
+    // What goes out, in order: a staged tensor in chunks, each copied to
+    // pinned memory just before it is posted, so one chunk's copy overlaps
+    // the previous chunk's send; any other tensor in one write.
+    struct Piece {
+        uint32_t tensor;
+        uint64_t offset, bytes;
+        bool staged;
+    };
+    std::vector<Piece> pieces;
+    for (uint32_t i = 0; i < count; ++i) {
+        const bool staged = !buffers.empty() && buffers[i].ptr;
+        const uint64_t bytes = tensors[i].bytes, chunk = staged ? ctx_.staging.chunk_bytes() : bytes;
+        uint64_t offset = 0;
+        do {
+            pieces.push_back({i, offset, std::min(chunk, bytes - offset), staged});
+            offset += pieces.back().bytes;
+        } while (offset < bytes);
+    }
+    Worker &worker = *workers_[request.worker];
+    wire::Response response;
+    response.slot = request.slot;
+    response.generation = request.generation;
+    response.arrived_ns = request.arrived_ns;
+    response.processed_ns = request.processed_ns;
+    for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
+    const uint32_t imm = imm::encode(imm::Direction::kResponse, request.slot, request.generation);
+    auto at = [](const void *base, uint64_t offset) {
+        return offset ? static_cast<const uint8_t *>(base) + offset : base;
+    };
+    for (size_t next = 0;;) {
+        Status copied;
+        if (next < pieces.size() && pieces[next].staged) {
+            const Piece &p = pieces[next];
+            copied = ctx_.staging.copy(static_cast<uint8_t *>(buffers[p.tensor].ptr) + p.offset,
+                                       static_cast<const uint8_t *>(tensors[p.tensor].data) + p.offset, p.bytes);
+        }
+        std::lock_guard lock(ctx_.mu);
+        if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
+        if (!copied) {
+            // The worker's push-pull fails; it still gets its slices back.
+            response.failed = true;
+            if (Status s = send_response(worker, response); !s) fail_worker(request.worker, s);
+            return {copied.code(), "copying response tensor " + std::to_string(pieces[next].tensor) +
+                                       " to pinned memory failed: " + copied.message() +
+                                       " (the worker's push-pull fails with this error)"};
+        }
+        // This piece, and every one after it that needs no copy first, go out together.
+        for (bool first = true; next < pieces.size() && (first || !pieces[next].staged); first = false, ++next) {
+            const Piece &p = pieces[next];
+            const bool last = next + 1 == pieces.size();
+            // MORE: another write or the RESPONSE follows at once. SIGNAL
+            // before a copy and at the end: respond must know when the
+            // writes posted so far have left the buffers.
+            const bool more = last || !pieces[next + 1].staged;
+            const uint32_t flags = (more ? AFMESH_NET_MORE : 0) | (last || !more ? AFMESH_NET_SIGNAL : 0);
+            if (flags & AFMESH_NET_SIGNAL) *cookie = ++worker.responses_posted;
+            const void *source = at(p.staged ? buffers[p.tensor].ptr : tensors[p.tensor].data, p.offset);
+            Status s = worker.outbox->write(source, p.bytes, regs[p.tensor] ? regs[p.tensor]->mr : nullptr,
+                                            request.pulls[p.tensor].rkey, request.pulls[p.tensor].offset + p.offset,
+                                            imm, flags, *cookie);
+            if (!s) {
+                fail_worker(request.worker, s);
+                return peer_failure(worker_name(request.worker), s);
+            }
+            ++response.pull_writes;
+        }
+        if (next == pieces.size()) {
+            if (Status s = send_response(worker, response); !s) {
+                fail_worker(request.worker, s);
+                return peer_failure(worker_name(request.worker), s);
+            }
+            return Status::ok();
+        }
+    }
+}
+
+Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
+    response.responded_ns = monotonic_ns();
+    scratch_.clear();
+    wire::encode(response, scratch_);
+    return worker.outbox->send(scratch_);
+}
+
+void ServerEngine::answer_aborted(int32_t worker_rank, const wire::Request &request) {
+    AFMESH_LOG(AFMESH_LOG_INFO, "%s aborted the push-pull in slot %u after %u writes (its stream failed); answered empty",
+               worker_name(worker_rank).c_str(), request.slot, request.push_writes);
+    wire::Response response;
+    response.slot = request.slot;
+    response.generation = request.generation;
+    response.arrived_ns = response.processed_ns = monotonic_ns();
+    response.pull_bytes.assign(request.pulls.size(), 0);
+    response.failed = true;  // no answer at all
+    if (Status s = send_response(*workers_[worker_rank], response); !s) fail_worker(worker_rank, s);
 }
 
 Status ServerEngine::respond_vec(const afmesh_tensor &buffer, const int64_t *counts, afmesh_request *const *requests,

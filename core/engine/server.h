@@ -2,7 +2,8 @@
 // respond.
 //
 // A request from a worker is complete when its REQUEST message and one
-// immediate per push tensor have arrived, in any order. Its push tensors are
+// immediate per write it announces (a push is one write, or several when
+// the worker sends a staged push chunk by chunk) have arrived, in any order. Its push tensors are
 // views of the receive slices; responding writes each answer straight into
 // the worker's pull buffer, then sends a RESPONSE with the real lengths,
 // which also hands the slices back to the worker (credit).
@@ -10,7 +11,9 @@
 // Device memory the transport cannot register is staged (staging.h): a
 // device receive buffer gets a pinned twin that the workers write into, and
 // get_batch copies each request's pushes to the device before handing it
-// out; device response tensors are copied to pinned memory before the write.
+// out; device response tensors are copied to pinned memory chunk by chunk,
+// each chunk written while the next is copied, and the RESPONSE says how
+// many writes the answers took.
 #pragma once
 
 #include <atomic>
@@ -103,12 +106,26 @@ private:
     void handle_alloc(int32_t worker, const wire::AllocReq &req);
     void handle_request(int32_t worker, wire::Request &&req);
     void complete_if_ready(int32_t worker, uint16_t slot);
+    /** Stamps responded_ns and sends the RESPONSE. */
+    Status send_response(Worker &worker, wire::Response &response);
+    /** Answers a request the worker aborted: empty answers, no writes. */
+    void answer_aborted(int32_t worker, const wire::Request &request);
     void protocol_error(int32_t worker, const std::string &what);
     void free_slice(Slice &slice);
     bool batch_ready(afmesh_batch_mode mode) const;
-    /** Stages response tensors the transport cannot register; `out` stays empty when none is. */
-    Status stage_response(const afmesh_tensor *tensors, size_t count, std::vector<afmesh_tensor> *out,
-                          std::vector<Staging::Buffer> *buffers);
+    /** Pinned buffers for response tensors the transport cannot register; `buffers` stays empty when none is. */
+    Status acquire_staging(const afmesh_tensor *tensors, size_t count, std::vector<Staging::Buffer> *buffers);
+    /** Checks a response against its request and finds each tensor's registration (its pinned buffer's, if staged). */
+    Status check_response(afmesh_request *request, const afmesh_tensor *tensors, size_t count,
+                          const std::vector<Staging::Buffer> &buffers, std::vector<const Registration *> *regs);
+    /**
+     * Writes the answers into the worker's pull buffers, then sends the
+     * RESPONSE; takes the lock itself, between the staging copies.
+     * *cookie: of the last signalled write (0: none).
+     */
+    Status post_response(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
+                         const std::vector<Staging::Buffer> &buffers, const std::vector<const Registration *> &regs,
+                         uint64_t *cookie);
     void update_ready_counters();
     /** Returns handed-out requests to the front of their workers' queues (get_batch could not finish). */
     void put_back(afmesh_request *const *requests, size_t count);

@@ -8,6 +8,10 @@
 // by power-of-two capacity and registered once; after warm-up a staged
 // tensor costs a copy and no allocation. Host tensors never come here: the
 // engines test needed() (one bit) and go on.
+//
+// A large staged push on a stream is copied in chunks (AFMESH_STAGING_CHUNK),
+// each with its own event, so the transport sends chunk k while the device
+// copies chunk k+1: the copy and the send overlap instead of adding up.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +44,16 @@ public:
         const Registration *reg = nullptr;
     };
 
-    Staging(const Module &device, const Module &transport, MemoryRegistry &registry, int device_id)
-        : device_(device), transport_(transport), registry_(registry), device_id_(device_id) {}
+    /** `chunk_bytes`: the piece a staged push on a stream is copied and sent in (AFMESH_STAGING_CHUNK). */
+    Staging(const Module &device, const Module &transport, MemoryRegistry &registry, int device_id,
+            uint64_t chunk_bytes)
+        : device_(device), transport_(transport), registry_(registry), device_id_(device_id),
+          chunk_bytes_(chunk_bytes) {}
     ~Staging();
     Staging(const Staging &) = delete;
     Staging &operator=(const Staging &) = delete;
+
+    uint64_t chunk_bytes() const { return chunk_bytes_; }
 
     /** True when memory of `kind` must be staged: the transport cannot register it. */
     bool needed(uint32_t kind) const { return !transport_registers(transport_, kind); }
@@ -87,6 +96,7 @@ private:
     const Module &transport_;
     MemoryRegistry &registry_;
     const int device_id_;
+    const uint64_t chunk_bytes_;
     std::mutex mu_;  // the pools; never held across a device call that waits
     std::multimap<uint64_t, Buffer> free_;
     std::vector<Buffer> all_;

@@ -9,6 +9,11 @@ constexpr uint32_t kMaxTensorsPerMessage = 1 << 16;
 
 Status malformed(const char *what) { return {Code::kPeerFailed, std::string("malformed ") + what + " message"}; }
 
+// At least one write per tensor unless the sender gave up part-way; never more than chunking allows.
+bool writes_plausible(uint32_t writes, bool gave_up, size_t tensors, uint64_t most_writes) {
+    return writes <= most_writes && (gave_up || writes >= tensors);
+}
+
 void put_rkey(ByteWriter &w, const afmesh_net_rkey &k) {
     w.u64(k.key);
     w.u64(k.addr);
@@ -124,6 +129,8 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
     w.u16(m.slot);
     w.u16(m.generation);
     w.u64(m.posted_ns);
+    w.u32(m.push_writes);
+    w.u8(m.aborted ? 1 : 0);
     w.u32(static_cast<uint32_t>(m.pushes.size()));
     for (const TensorMeta &t : m.pushes) put_tensor(w, t);
     w.u32(static_cast<uint32_t>(m.pulls.size()));
@@ -140,11 +147,19 @@ Status decode(const void *data, size_t len, Request *m) {
     m->slot = r.u16();
     m->generation = r.u16();
     m->posted_ns = r.u64();
+    m->push_writes = r.u32();
+    const uint8_t flags = r.u8();
+    m->aborted = flags == 1;
     uint32_t n = 0;
-    if (!get_count(r, kMinTensor, &n)) return malformed("REQUEST");
+    if (flags > 1 || !get_count(r, kMinTensor, &n)) return malformed("REQUEST");
     m->pushes.resize(n);
-    for (TensorMeta &t : m->pushes)
+    uint64_t most_writes = 0;
+    for (TensorMeta &t : m->pushes) {
         if (!get_tensor(r, &t)) return malformed("REQUEST");
+        most_writes += max_writes(t.bytes);
+    }
+    if (!writes_plausible(m->push_writes, m->aborted, m->pushes.size(), most_writes))
+        return malformed("REQUEST (write count)");
     if (!get_count(r, kMinTensor + 24, &n)) return malformed("REQUEST");
     m->pulls.resize(n);
     for (PullMeta &p : m->pulls) {
@@ -163,6 +178,8 @@ void encode(const Response &m, std::vector<uint8_t> &out) {
     w.u64(m.arrived_ns);
     w.u64(m.processed_ns);
     w.u64(m.responded_ns);
+    w.u32(m.pull_writes);
+    w.u8(m.failed ? 1 : 0);
     w.u32(static_cast<uint32_t>(m.pull_bytes.size()));
     for (uint64_t b : m.pull_bytes) w.u64(b);
 }
@@ -174,11 +191,20 @@ Status decode(const void *data, size_t len, Response *m) {
     m->arrived_ns = r.u64();
     m->processed_ns = r.u64();
     m->responded_ns = r.u64();
+    m->pull_writes = r.u32();
+    const uint8_t flags = r.u8();
+    m->failed = flags == 1;
     uint32_t n = 0;
-    if (!get_count(r, 8, &n)) return malformed("RESPONSE");
+    if (flags > 1 || !get_count(r, 8, &n)) return malformed("RESPONSE");
     m->pull_bytes.resize(n);
-    for (uint64_t &b : m->pull_bytes) b = r.u64();
-    return r.done() ? Status::ok() : malformed("RESPONSE");
+    uint64_t most_writes = 0;
+    for (uint64_t &b : m->pull_bytes) {
+        b = r.u64();
+        most_writes += max_writes(b);
+    }
+    if (!r.done()) return malformed("RESPONSE");
+    return writes_plausible(m->pull_writes, m->failed, n, most_writes) ? Status::ok()
+                                                                        : malformed("RESPONSE (write count)");
 }
 
 }  // namespace afmesh::wire

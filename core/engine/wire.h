@@ -14,8 +14,20 @@
 namespace afmesh::wire {
 
 constexpr uint32_t kMagic = 0x444d4641;  // "AFMD"
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint16_t kProtocolVersion = 2;  // 2: REQUEST and RESPONSE carry their write counts and a failure flag
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
+/**
+ * A tensor may travel in several writes (staged device memory is sent chunk
+ * by chunk); every write but a tensor's last carries at least this many
+ * bytes, which bounds the writes a message may announce
+ * (AFMESH_STAGING_CHUNK's minimum).
+ */
+constexpr uint64_t kMinChunkBytes = 4096;
+
+/** The most writes a tensor of `bytes` may travel in. */
+constexpr uint64_t max_writes(uint64_t bytes) {
+    return bytes > kMinChunkBytes ? (bytes + kMinChunkBytes - 1) / kMinChunkBytes : 1;
+}
 
 enum class Type : uint8_t {
     kIdent = 1,     // worker -> server, first message on a connection
@@ -62,6 +74,14 @@ struct PullMeta {
 struct Request {
     uint16_t slot = 0, generation = 0;
     uint64_t posted_ns = 0;
+    /** The write_imms the pushes travelled in: the request is whole once this many immediates arrived. */
+    uint32_t push_writes = 0;
+    /**
+     * The worker gave up on this push-pull part-way through its writes (its
+     * stream failed): the server answers at once, with empty answers, to
+     * hand the slices back, and hands nothing out.
+     */
+    bool aborted = false;
     std::vector<TensorMeta> pushes;
     std::vector<PullMeta> pulls;
 };
@@ -69,6 +89,14 @@ struct Request {
 struct Response {
     uint16_t slot = 0, generation = 0;
     uint64_t arrived_ns = 0, processed_ns = 0, responded_ns = 0;
+    /** The write_imms the answers travelled in: the worker's part is whole once this many immediates arrived. */
+    uint32_t pull_writes = 0;
+    /**
+     * No whole answer: the server could not send it (a device copy failed
+     * part-way), or the request was aborted. The worker's push-pull fails;
+     * the slices come back all the same.
+     */
+    bool failed = false;
     std::vector<uint64_t> pull_bytes;
 };
 

@@ -45,7 +45,7 @@ WorkerEngine::WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers)
 
 WorkerEngine::~WorkerEngine() {
     // Ops never waited: stream work behind a closed gate may still write staging buffers.
-    for (Op &op : ops_) ctx_.staging.release_event(op.gate, true);
+    for (Op &op : ops_) release_gates(op.gates, true);
     for (void *flag : flags_)
         if (flag) ctx_.device.device().flag_destroy(ctx_.device.ctx(), flag);
 }
@@ -78,15 +78,15 @@ Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const af
 }
 
 Status WorkerEngine::stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                           void *stream, std::vector<Staging::Buffer> *staged, void **gate) {
+                           void *stream, std::vector<Staging::Buffer> *staged, std::vector<Gate> *gates) {
     Staging &staging = ctx_.staging;
-    bool wait_for_stream = false;
+    bool reads_device = false;  // a device push the transport reads itself
     Status s;
     for (size_t i = 0; i < num_push + num_pull && s; ++i) {
         const bool is_push = i < num_push;
         const afmesh_tensor &t = is_push ? push[i].tensor : pull[i - num_push].tensor;
         if (t.bytes == 0 || !staging.needed(t.kind)) {
-            wait_for_stream |= is_push && t.kind != AFMESH_MEM_HOST;  // device memory the transport reads itself
+            reads_device |= is_push && t.bytes > 0 && t.kind != AFMESH_MEM_HOST;
             continue;
         }
         s = staging.check_kind(t.kind, (is_push ? "push " : "pull ") + std::to_string(is_push ? i : i - num_push));
@@ -94,17 +94,43 @@ Status WorkerEngine::stage(const afmesh_push *push, size_t num_push, const afmes
         if (staged->empty()) staged->resize(num_push + num_pull);
         Staging::Buffer &buffer = (*staged)[i];
         s = staging.acquire(t.bytes, &buffer);
-        if (s && is_push) {
-            // On the caller's stream the copy runs behind the work that produces the tensor.
-            s = stream ? staging.copy_async(buffer.ptr, t.data, t.bytes, stream) : staging.copy(buffer.ptr, t.data, t.bytes);
-            wait_for_stream |= stream != nullptr;
-        }
+        if (s && is_push)
+            s = stream ? stage_in_chunks(static_cast<uint32_t>(i), t, buffer, stream, gates)
+                       : staging.copy(buffer.ptr, t.data, t.bytes);
     }
-    *gate = nullptr;
-    if (s && wait_for_stream && stream) s = staging.record(stream, gate);
-    if (!s)
+    // Every gate is recorded behind the work that produces the pushes, so any one will do.
+    if (s && reads_device && stream && gates->empty()) {
+        void *event = nullptr;
+        s = staging.record(stream, &event);
+        if (s) gates->push_back({event, kEveryDirectPush, 0});
+    }
+    if (!s) {
+        release_gates(*gates, true);  // the queued copies may still write the buffers
         for (Staging::Buffer &buffer : *staged) staging.release(buffer);
+    }
     return s;
+}
+
+Status WorkerEngine::stage_in_chunks(uint32_t push, const afmesh_tensor &tensor, const Staging::Buffer &buffer,
+                                     void *stream, std::vector<Gate> *gates) {
+    const uint64_t chunk = ctx_.staging.chunk_bytes();
+    for (uint64_t offset = 0; offset < tensor.bytes; offset += chunk) {
+        const uint64_t bytes = std::min(chunk, tensor.bytes - offset);
+        // On the caller's stream the copy runs behind the work that produces the tensor.
+        if (Status s = ctx_.staging.copy_async(static_cast<uint8_t *>(buffer.ptr) + offset,
+                                               static_cast<const uint8_t *>(tensor.data) + offset, bytes, stream);
+            !s)
+            return s;
+        void *event = nullptr;
+        if (Status s = ctx_.staging.record(stream, &event); !s) return s;
+        gates->push_back({event, push, offset + bytes});
+    }
+    return Status::ok();
+}
+
+void WorkerEngine::release_gates(std::vector<Gate> &gates, bool wait) {
+    for (Gate &gate : gates) ctx_.staging.release_event(gate.event, wait);
+    gates.clear();
 }
 
 Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
@@ -137,7 +163,7 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
             if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &reg); !s) return s;
             mr = reg->mr;
         }
-        op.pushes.push_back({push[i].key, t, mr, buffer});
+        op.pushes.push_back({push[i].key, t, mr, buffer, t.bytes});
         if (push[i].num_servers == 0) {
             for (size_t s = 0; s < servers_.size(); ++s) part_for(static_cast<int32_t>(s)).pushes.push_back(i);
         } else {
@@ -160,7 +186,10 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
             if (Status s = ctx_.registry.find_or_add(t.data, t.bytes, t.kind, t.device, &reg); !s) return s;
         }
         op.pulls.push_back({pull[i].key, t, pull[i].server, reg, 0, buffer, device_data});
-        part_for(pull[i].server).pulls.push_back(i);
+        Part &part = part_for(pull[i].server);
+        part.pulls.push_back(i);
+        part.most_answer_writes = static_cast<uint32_t>(
+            std::min<uint64_t>(part.most_answer_writes + wire::max_writes(t.bytes), UINT32_MAX));
     }
     for (const Part &p : op.parts) {
         const Server &server = servers_[p.server];
@@ -181,8 +210,8 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
     if (Status s = validate(push, num_push, pull, num_pull); !s) return s;
     // Before the lock: copies without a stream block. Stays empty (no allocation) for host tensors.
     std::vector<Staging::Buffer> staged;
-    void *gate = nullptr;
-    if (Status s = stage(push, num_push, pull, num_pull, stream, &staged, &gate); !s) return s;
+    std::vector<Gate> gates;
+    if (Status s = stage(push, num_push, pull, num_pull, stream, &staged, &gates); !s) return s;
     Status refused;
     {
         std::lock_guard lock(ctx_.mu);
@@ -192,17 +221,17 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
         } else if (Status s = build_op(ops_[free_slots_.front()], push, num_push, pull, num_pull, staged); !s) {
             refused = s;
         } else {
-            issue(free_slots_.front(), gate, handle);
+            issue(free_slots_.front(), std::move(gates), handle);
             return Status::ok();
         }
     }
     // Without the lock: the copies on the stream may still be writing the buffers.
-    ctx_.staging.release_event(gate, true);
+    release_gates(gates, true);
     for (Staging::Buffer &buffer : staged) ctx_.staging.release(buffer);
     return refused;
 }
 
-void WorkerEngine::issue(uint16_t slot, void *gate, afmesh_handle *handle) {
+void WorkerEngine::issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle) {
     Op &op = ops_[slot];
     free_slots_.pop_front();
     op.in_use = true;
@@ -210,11 +239,14 @@ void WorkerEngine::issue(uint16_t slot, void *gate, afmesh_handle *handle) {
     op.sequence = next_sequence_++;
     op.error = Status::ok();
     op.state.store(kPending);
-    op.gate = gate;
+    op.gates = std::move(gates);
+    op.next_gate = 0;
     *handle = (static_cast<afmesh_handle>(op.sequence) << 16) | slot;
-    if (gate) {
-        // Parked behind the gate (advance() refuses while it is closed); the
-        // NetRecv thread watches it from now on.
+    if (!op.gates.empty()) {
+        // With a stream every device push is gated: nothing of it goes before its gate opens.
+        for (PushSpec &push : op.pushes)
+            if (push.tensor.kind != AFMESH_MEM_HOST) push.ready_bytes = 0;
+        // The NetRecv thread watches the gates from now on.
         gated_.push_back({slot, 0, op.sequence});
         num_gated_.store(gated_.size());
         ctx_.progress.wake_netrecv();
@@ -228,22 +260,39 @@ void WorkerEngine::issue(uint16_t slot, void *gate, afmesh_handle *handle) {
     finish_if_settled(slot);
 }
 
+void WorkerEngine::open_gate(Op &op, Gate &gate, bool first) {
+    ctx_.staging.release_event(gate.event, false);
+    gate.event = nullptr;
+    if (gate.push != kEveryDirectPush) op.pushes[gate.push].ready_bytes = gate.ready_bytes;
+    // Every gate is behind the work that produces the pushes: the first opens the direct ones.
+    if (first)
+        for (PushSpec &push : op.pushes)
+            if (!push.staged.ptr) push.ready_bytes = push.tensor.bytes;
+}
+
 bool WorkerEngine::open_gates() {
     if (num_gated_.load() == 0) return false;
     std::lock_guard lock(ctx_.mu);
     std::erase_if(gated_, [&](const Parked &g) {
         Op &op = ops_[g.slot];
-        // Settled without it (a server failed): wait() gives the gate back.
-        if (!op.in_use || op.sequence != g.sequence || op.state.load() != kPending) return true;
-        bool done = false;
-        if (Status s = ctx_.staging.query(op.gate, &done); !s) {
-            fail_op(g.slot, s);
-            return true;
+        // Settled or failed without it (a server failed): wait() gives the gates back.
+        if (!op.in_use || op.sequence != g.sequence || op.state.load() != kPending || !op.error.is_ok()) return true;
+        while (op.next_gate < op.gates.size()) {
+            Gate &gate = op.gates[op.next_gate];
+            bool done = false;
+            if (Status s = ctx_.staging.query(gate.event, &done); !s) {
+                ctx_.staging.release_event(gate.event, false);  // its work has ended, in failure
+                gate.event = nullptr;
+                fail_op(g.slot, s);
+                return true;
+            }
+            if (!done) return false;
+            open_gate(op, gate, op.next_gate++ == 0);
+            for (Part &part : op.parts)
+                if (part.claimed) post_ready(g.slot, part);
+            // Posting failed and the op settled: wait() may own it now.
+            if (op.state.load() != kPending || !op.error.is_ok()) return true;
         }
-        if (!done) return false;
-        ctx_.staging.release_event(op.gate, false);
-        op.gate = nullptr;
-        for (const Part &part : op.parts) advance_parked(part.server);
         return true;
     });
     num_gated_.store(gated_.size());
@@ -286,13 +335,63 @@ bool WorkerEngine::slices_ready(uint16_t slot, const Part &part) {
 
 bool WorkerEngine::advance(uint16_t slot, Part &part) {
     Op &op = ops_[slot];
-    if (op.gate) return false;  // the stream has not produced the pushes yet
+    if (!op.error.is_ok()) return true;  // a failed op claims nothing more
     if (!slices_ready(slot, part)) return !op.error.is_ok();  // a failed op stops waiting for slices
+    encode_request(slot, part);
+    if (scratch_.size() > ctx_.transport.net_caps().max_send_size) {
+        fail_op(slot, {Code::kInvalidArgument, "the request's metadata (" + std::to_string(scratch_.size()) +
+                                                 " bytes) exceeds the transport's message limit of " +
+                                                 std::to_string(ctx_.transport.net_caps().max_send_size) +
+                                                 "; use fewer tensors per push-pull"});
+        return true;
+    }
     Server &server = servers_[part.server];
-    const uint16_t generation = generation_of(op.sequence);
-    wire::Request request;
+    for (uint32_t i : part.pushes) server.slices[op.pushes[i].key].busy_slot = slot;
+    part.claimed = true;
+    part.trace.posted = monotonic_ns();
+    post_ready(slot, part);
+    return true;
+}
+
+void WorkerEngine::post_ready(uint16_t slot, Part &part) {
+    Op &op = ops_[slot];
+    Server &server = servers_[part.server];
+    const uint32_t imm = imm::encode(imm::Direction::kPush, slot, generation_of(op.sequence));
+    auto sendable = [&](size_t next) {  // whether part.pushes[next] (or the REQUEST, past the end) can go now
+        if (next == part.pushes.size()) return true;
+        const PushSpec &push = op.pushes[part.pushes[next]];
+        return push.tensor.bytes == 0 || push.ready_bytes > 0;
+    };
+    while (!part.request_sent && !server.failed) {
+        if (!op.error.is_ok() || part.next_push == part.pushes.size()) return send_request(slot, part);
+        const PushSpec &push = op.pushes[part.pushes[part.next_push]];
+        const uint64_t offset = part.next_offset, end = push.ready_bytes;
+        if (push.tensor.bytes > 0 && end == offset) return;  // the stream has not produced more yet
+        const bool whole = end == push.tensor.bytes;
+        // MORE only when the next write (or the REQUEST) follows at once.
+        const bool more = whole && sendable(part.next_push + 1);
+        const RemoteSlice &slice = server.slices[push.key];
+        const void *data = offset ? static_cast<const uint8_t *>(push.tensor.data) + offset : push.tensor.data;
+        if (Status s = server.outbox->write(data, end - offset, push.mr, slice.advert.rkey, slice.advert.offset + offset,
+                                            imm, more ? AFMESH_NET_MORE : 0, 0);
+            !s)
+            return fail_server(part.server, s);
+        ++part.writes;
+        part.next_offset = whole ? 0 : end;
+        part.next_push += whole;
+    }
+}
+
+void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
+    const Op &op = ops_[slot];
+    wire::Request &request = request_;
+    request.pushes.clear();
+    request.pulls.clear();
     request.slot = slot;
-    request.generation = generation;
+    request.generation = generation_of(op.sequence);
+    request.posted_ns = part.trace.posted;
+    request.push_writes = part.writes;
+    request.aborted = !op.error.is_ok();
     for (uint32_t i : part.pushes) request.pushes.push_back(meta_of(op.pushes[i].key, op.pushes[i].tensor));
     for (uint32_t i : part.pulls) {
         const PullSpec &pull = op.pulls[i];
@@ -304,35 +403,15 @@ bool WorkerEngine::advance(uint16_t slot, Part &part) {
         }
         request.pulls.push_back(meta);
     }
-    request.posted_ns = monotonic_ns();
     scratch_.clear();
     wire::encode(request, scratch_);
-    if (scratch_.size() > ctx_.transport.net_caps().max_send_size) {
-        fail_op(slot, {Code::kInvalidArgument, "the request's metadata (" + std::to_string(scratch_.size()) +
-                                                 " bytes) exceeds the transport's message limit of " +
-                                                 std::to_string(ctx_.transport.net_caps().max_send_size) +
-                                                 "; use fewer tensors per push-pull"});
-        return true;
-    }
-    for (uint32_t i : part.pushes) {
-        const PushSpec &push = op.pushes[i];
-        RemoteSlice &slice = server.slices[push.key];
-        slice.busy_slot = slot;
-        Status s = server.outbox->write(push.tensor.data, push.tensor.bytes, push.mr, slice.advert.rkey,
-                                        slice.advert.offset, imm::encode(imm::Direction::kPush, slot, generation),
-                                        AFMESH_NET_MORE, 0);  // the request below closes the burst
-        if (!s) {
-            fail_server(part.server, s);
-            return true;
-        }
-    }
-    part.trace.posted = request.posted_ns;
-    if (Status s = server.outbox->send(scratch_); !s) {
-        fail_server(part.server, s);
-        return true;
-    }
+}
+
+void WorkerEngine::send_request(uint16_t slot, Part &part) {
+    encode_request(slot, part);
+    if (Status s = servers_[part.server].outbox->send(scratch_); !s) return fail_server(part.server, s);
     part.request_sent = true;
-    return true;
+    part.aborted = !ops_[slot].error.is_ok();
 }
 
 void WorkerEngine::advance_parked(int32_t server_rank) {
@@ -369,16 +448,25 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
     if (!op.in_use || generation_of(op.sequence) != response.generation || part == op.parts.end() ||
         !part->request_sent || part->response_arrived || response.pull_bytes.size() != part->pulls.size())
         return protocol_error(server_rank, "RESPONSE for no request in flight");
+    if (part->imms > response.pull_writes || (part->aborted && response.pull_writes > 0))
+        return protocol_error(server_rank, "RESPONSE announces fewer writes than arrived");
     for (size_t i = 0; i < part->pulls.size(); ++i) {
         PullSpec &pull = op.pulls[part->pulls[i]];
         if (response.pull_bytes[i] > pull.tensor.bytes)
             return protocol_error(server_rank, "RESPONSE longer than the pull buffer");
         pull.received_bytes = response.pull_bytes[i];
     }
+    AFMESH_LOG(AFMESH_LOG_TRACE, "server %d, slot %u: %zu answers arrived in %u writes", server_rank,
+               response.slot, response.pull_bytes.size(), response.pull_writes);
     part->response_arrived = true;
+    part->answer_writes = response.pull_writes;
     part->trace.arrived = response.arrived_ns;
     part->trace.processed = response.processed_ns;
     part->trace.responded = response.responded_ns;
+    if (response.failed)
+        fail_op(response.slot, {Code::kError, "server " + std::to_string(server_rank) +
+                                                  " could not send its whole answer (a device copy failed there; "
+                                                  "see its log)"});
     complete_part_if_done(response.slot, *part);
 }
 
@@ -387,14 +475,14 @@ void WorkerEngine::on_imm(int32_t server_rank, uint32_t value) {
     auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
     if (imm::direction(value) != imm::Direction::kResponse || !op.in_use ||
         generation_of(op.sequence) != imm::generation(value) || part == op.parts.end() ||
-        part->imms >= part->pulls.size())
+        part->imms >= part->answers_expected())
         return protocol_error(server_rank, "unexpected immediate " + std::to_string(value));
     ++part->imms;
     complete_part_if_done(imm::slot(value), *part);
 }
 
 void WorkerEngine::complete_part_if_done(uint16_t slot, Part &part) {
-    if (part.done || !part.response_arrived || part.imms < part.pulls.size()) return;
+    if (part.done || !part.response_arrived || part.imms < part.answers_expected()) return;
     part.done = true;
     part.trace.completed = monotonic_ns();
     Op &op = ops_[slot];
@@ -479,6 +567,10 @@ Status WorkerEngine::stream_wait(afmesh_handle handle, void *stream) {
 void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
     Op &op = ops_[slot];
     if (op.error.is_ok()) op.error = why;
+    // Parts part-way through their writes close them with an aborted
+    // REQUEST, so their servers hand the slices back.
+    for (Part &part : op.parts)
+        if (part.claimed && !part.request_sent) post_ready(slot, part);
     finish_if_settled(slot);
 }
 
@@ -538,8 +630,7 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     // the copy of staged pulls, and for an op that failed before its stream
     // ran, waiting out the copies that still write its staging buffers.
     Status delivered = op->state.load() == kDone ? deliver(*op) : Status::ok();
-    ctx_.staging.release_event(op->gate, true);
-    op->gate = nullptr;
+    release_gates(op->gates, true);
     std::lock_guard lock(ctx_.mu);
     Status result = op->state.load() == kDone ? delivered : op->error;
     // The op has settled: no server will write into its buffers any more.

@@ -16,10 +16,15 @@
 // stream_wait, before the stream is released).
 //
 // A push-pull given a stream never blocks its caller on the device: the
-// staging copies are queued on that stream, an event is recorded behind
-// them (the op's "gate"), and the op's parts wait parked until the progress
-// thread finds the event complete (open_gates) and posts them. Device
-// tensors the transport reads directly are gated the same way.
+// staging copies are queued on that stream chunk by chunk, each followed by
+// an event (a "gate"). A part claims its slices as soon as they are free,
+// then posts each chunk once its gate has opened: the progress thread polls
+// the gates in stream order (open_gates), so chunk k is on the wire while
+// the device still copies chunk k+1. The REQUEST goes last and says how many
+// writes the pushes took. Device tensors the transport reads directly wait
+// for the first gate. If the stream fails part-way, the REQUEST goes out
+// marked aborted, counting only the writes made: the server answers it
+// empty, so the slices come back and nothing half-written is handed out.
 #pragma once
 
 #include <atomic>
@@ -77,7 +82,15 @@ private:
         afmesh_tensor tensor;  // for a staged push: the pinned copy
         afmesh_net_mr *mr;
         Staging::Buffer staged;
+        uint64_t ready_bytes;  // produced by the stream so far: bytes [0, ready_bytes) may be sent
     };
+    /** Stream work a push waits for: once `event` has completed, push `push` is ready up to `ready_bytes`. */
+    struct Gate {
+        void *event;
+        uint32_t push;  // kEveryDirectPush: opens the device pushes the transport reads directly
+        uint64_t ready_bytes;
+    };
+    static constexpr uint32_t kEveryDirectPush = UINT32_MAX;
     struct PullSpec {
         uint64_t key;
         afmesh_tensor tensor;
@@ -91,10 +104,19 @@ private:
         int32_t server = -1;
         std::vector<uint32_t> pushes;  // indexes into Op::pushes
         std::vector<uint32_t> pulls;   // indexes into Op::pulls
-        size_t next_push = 0;          // pushes before this one are posted
-        bool request_sent = false, response_arrived = false, done = false;
+        bool claimed = false;          // its slices are reserved for it; posting has begun
+        size_t next_push = 0;          // pushes before this one are posted whole,
+        uint64_t next_offset = 0;      // and this one up to here
+        uint32_t writes = 0;           // posted so far
+        bool request_sent = false, aborted = false, response_arrived = false, done = false;
         uint32_t imms = 0;
         afmesh_trace trace{};
+        uint32_t answer_writes = 0;       // announced by the RESPONSE
+        uint32_t most_answer_writes = 0;  // what the pull buffers allow, before the RESPONSE says
+        /** Response immediates: none for an aborted request (the server writes nothing), else as announced. */
+        uint32_t answers_expected() const {
+            return aborted ? 0 : response_arrived ? answer_writes : most_answer_writes;
+        }
     };
     enum : int { kPending = 0, kDone = 1, kFailed = 2 };
     struct Op {
@@ -109,7 +131,8 @@ private:
         bool staged = false;                 // some tensor goes through staging buffers
         std::atomic<bool> delivered{false};  // staged pulls copied to the device
         bool flag_armed = false;             // a stream waits on flags_[slot] for this op
-        void *gate = nullptr;                // device event the posts wait for (open_gates)
+        std::vector<Gate> gates;             // in stream order; open_gates() opens them
+        size_t next_gate = 0;                // gates before this one have opened
     };
     struct RemoteSlice {
         bool known = false;
@@ -136,15 +159,22 @@ private:
     /**
      * Stages the device tensors the transport cannot register: (*staged)[i]
      * for push i, [num_push + j] for pull j; left empty when nothing is staged.
-     * Pushes are copied behind `stream`'s work, or at once without a stream.
-     * *gate: an event behind that work when the posts must wait for it
-     * (staged copies on the stream, or device pushes the transport reads
-     * directly); null otherwise. Called without the lock.
+     * Pushes are copied behind `stream`'s work, in chunks each followed by a
+     * gate, or at once without a stream. Device pushes the transport reads
+     * directly get one gate behind the stream's work when no chunk has one.
+     * Called without the lock.
      */
     Status stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull, void *stream,
-                 std::vector<Staging::Buffer> *staged, void **gate);
+                 std::vector<Staging::Buffer> *staged, std::vector<Gate> *gates);
+    /** Queues the copy of a push into its staging buffer on `stream`, one gate per chunk. */
+    Status stage_in_chunks(uint32_t push, const afmesh_tensor &tensor, const Staging::Buffer &buffer, void *stream,
+                           std::vector<Gate> *gates);
+    /** Gives back events of gates that have not opened; `wait`: first waits for their stream work. */
+    void release_gates(std::vector<Gate> &gates, bool wait);
     /** Makes the op in `slot` (built) live under a new handle and posts what it can; with ctx.mu. */
-    void issue(uint16_t slot, void *gate, afmesh_handle *handle);
+    void issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle);
+    /** Gives back an opened gate's event and lets its push be sent further; `first`: the op's first gate. */
+    void open_gate(Op &op, Gate &gate, bool first);
     /** Copies staged pulls to the device, once. */
     Status deliver(Op &op);
     void release_staging(Op &op);
@@ -155,10 +185,18 @@ private:
     Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
                     const std::vector<Staging::Buffer> &staged);
     /**
-     * Posts a part whole (every push, then the request) or not at all; false
-     * when it must wait for a slice (credit or rendezvous).
+     * Claims the part's slices and posts what is ready; false when it must
+     * wait for a slice (credit or rendezvous).
      */
     bool advance(uint16_t slot, Part &part);
+    /**
+     * Posts what the stream has produced of a claimed part's pushes, then
+     * its REQUEST once every byte is posted, or at once (aborted) when the op failed.
+     */
+    void post_ready(uint16_t slot, Part &part);
+    /** Encodes the part's REQUEST into scratch_. */
+    void encode_request(uint16_t slot, const Part &part);
+    void send_request(uint16_t slot, Part &part);
     /** True when every slice the part needs is advertised, large enough and free. */
     bool slices_ready(uint16_t slot, const Part &part);
     void advance_parked(int32_t server);
@@ -175,6 +213,7 @@ private:
     std::deque<uint16_t> free_slots_;  // FIFO, so retired results stay readable for a while
     uint32_t next_sequence_ = 1;
     std::vector<uint8_t> scratch_;  // message encoding buffer, reused
+    wire::Request request_;         // REQUEST being encoded, reused so its vectors keep their capacity
     std::vector<void *> flags_;     // per slot, made by the first stream_wait on it
     std::vector<Parked> gated_;      // ops (slot, sequence) whose gate open_gates() watches
     std::atomic<size_t> num_gated_{0};  // gated_.size(), read without the lock

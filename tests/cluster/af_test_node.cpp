@@ -15,6 +15,10 @@
 //                                          and stay IN_PROGRESS until the flag releases the stream)
 //                     [--retry-get-batch]  (server: a get_batch that fails but keeps its batch queued
 //                                          is retried; the count is printed)
+//                     [--retry-push-pull]  (worker: a push-pull that fails is issued again, with the
+//                                          same keys; the count is printed)
+//                     [--tolerate-failed-respond]  (server: a respond that fails is counted and printed;
+//                                          its worker is expected to issue the push-pull again)
 //                     [--report-latency]  (worker: print p50/p99 of push-pull -> answers readable on
 //                                          the host; with --stream-wait servers no longer hold answers back)
 //   af_test_node join --expect STATUS   (only joins; STATUS e.g. AFMESH_ERR_TIMEOUT)
@@ -55,11 +59,13 @@ struct Options {
     bool subset = false, dynamic = false, respond_vec = false, unregistered = false;
     int die_after = -1;
     bool expect_peer_failure = false;
-    bool device = false, stream_wait = false, held_stream = false, report_latency = false, retry_get_batch = false;
+    bool device = false, stream_wait = false, held_stream = false, report_latency = false, retry_get_batch = false,
+         retry_push_pull = false, tolerate_failed_respond = false;
     std::string expect;
 };
 
 [[noreturn]] void fail(const std::string &why) {
+    fflush(stdout);  // what the node printed before, in order
     fprintf(stderr, "FAIL: %s\n", why.c_str());
     fflush(stderr);
     _exit(1);  // at once: the point is to report, not to stop cleanly
@@ -89,6 +95,8 @@ Options parse(int argc, char **argv) {
         else if (a == "--device") o.device = true;
         else if (a == "--stream-wait") o.stream_wait = true;
         else if (a == "--held-stream") o.held_stream = true;
+        else if (a == "--retry-push-pull") o.retry_push_pull = true;
+        else if (a == "--tolerate-failed-respond") o.tolerate_failed_respond = true;
         else if (a == "--retry-get-batch") o.retry_get_batch = true;
         else if (a == "--report-latency") o.report_latency = true;
         else fail("unknown option " + a);
@@ -245,13 +253,14 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
     // Servers register their receive slices before this barrier.
     check(afmesh_barrier(node.get(), 3, 30000));
     std::vector<double> latencies_us;
+    int reissued = 0;
     for (int iter = 0; iter < o.iters; ++iter) {
         maybe_die(o, iter);
         const auto started = std::chrono::steady_clock::now();
         std::vector<afmesh_handle> handles;
         std::vector<std::vector<int32_t>> targets(o.microbatches);
         if (o.held_stream) mem.hold();
-        for (int mb = 0; mb < o.microbatches; ++mb) {
+        auto issue = [&](int mb) {
             for (size_t i = 0; i < elems; ++i) push[mb][i] = pushed_value(rank, iter, mb, static_cast<int>(i));
             mem.copy_async(push_at[mb], push[mb].data(), bytes);  // the push-pull must read after this
             afmesh_push p{};
@@ -272,8 +281,9 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
                 q.server = s;
                 pulls.push_back(q);
             }
-            handles.push_back(mem.device() ? node.push_pull_on_stream({p}, pulls, mem.stream()) : node.push_pull({p}, pulls));
-        }
+            return mem.device() ? node.push_pull_on_stream({p}, pulls, mem.stream()) : node.push_pull({p}, pulls);
+        };
+        for (int mb = 0; mb < o.microbatches; ++mb) handles.push_back(issue(mb));
         if (o.held_stream) {
             // The pushes are not even produced yet: nothing can have been sent.
             for (afmesh_handle h : handles)
@@ -290,7 +300,14 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
             mem.check_hal(mem.ops().stream_sync(mem.ctx(), mem.stream()), "stream_sync");
         }
         for (int mb = 0; mb < o.microbatches; ++mb) {
-            node.wait(handles[mb], 30000);
+            if (!o.retry_push_pull) {
+                node.wait(handles[mb], 30000);
+            } else if (afmesh_wait(node.get(), handles[mb], 30000) != AFMESH_OK) {
+                printf("worker %d: push-pull failed, issuing it again: %s\n", rank, afmesh_last_error());
+                ++reissued;
+                handles[mb] = issue(mb);
+                node.wait(handles[mb], 30000);
+            }
             if (mem.device() && !o.stream_wait)
                 for (int s = 0; s < servers; ++s) mem.copy(pull[mb * servers + s].data(), pull_at[mb * servers + s], bytes);
         }
@@ -321,7 +338,8 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
         }
     }
     if (o.expect_peer_failure) fail("no peer failure was reported");
-    printf("worker %d: %d iterations x %d micro-batches verified\n", rank, o.iters, o.microbatches);
+    printf("worker %d: %d iterations x %d micro-batches verified (%d push-pulls issued again)\n", rank, o.iters,
+           o.microbatches, reissued);
     if (o.report_latency && !latencies_us.empty()) {
         std::sort(latencies_us.begin(), latencies_us.end());
         printf("worker %d latency_us p50 %.1f p99 %.1f\n", rank, latencies_us[latencies_us.size() / 2],
@@ -357,12 +375,15 @@ int run_server(Node &node, Memory &mem, const Options &o) {
     for (int iter = 0; iter < o.iters; ++iter)
         for (int mb = 0; mb < o.microbatches; ++mb)
             expected += !o.subset || target_server(iter, mb, node.num_servers()) == rank ? workers : 0;
-    int answered = 0, round = 0, retried = 0;
+    int answered = 0, round = 0, retried = 0, failed_responds = 0;
     while (answered < expected) {
         maybe_die(o, round++);
         std::vector<afmesh_request *> batch(workers * o.microbatches);
         size_t count = 0;
-        const afmesh_status got = afmesh_get_batch(node.get(), o.subset ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS,
+        // Subsets, and push-pulls issued again after a failed respond, leave
+        // workers with unequal numbers of requests: take what has arrived.
+        const bool any = o.subset || o.tolerate_failed_respond;
+        const afmesh_status got = afmesh_get_batch(node.get(), any ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS,
                                                    30000, batch.data(), batch.size(), &count);
         if (got != AFMESH_OK && o.retry_get_batch && strstr(afmesh_last_error(), "the batch stays queued")) {
             printf("server %d: get_batch failed, retrying: %s\n", rank, afmesh_last_error());
@@ -399,7 +420,14 @@ int run_server(Node &node, Memory &mem, const Options &o) {
             } else {
                 void *y_at = static_cast<float *>(out_at) + (y - out.data());
                 mem.copy(y_at, y, static_cast<size_t>(rows) * o.cols * sizeof(float));
-                node.respond(batch[r], {matrix(y_at, rows, o.cols, mem.kind())});
+                const afmesh_tensor answer = matrix(y_at, rows, o.cols, mem.kind());
+                if (!o.tolerate_failed_respond) {
+                    node.respond(batch[r], {answer});
+                } else if (afmesh_respond(node.get(), batch[r], &answer, 1) != AFMESH_OK) {
+                    printf("server %d: respond failed: %s\n", rank, afmesh_last_error());
+                    ++failed_responds;
+                    --answered;  // the worker issues it again
+                }
             }
         }
         if (o.respond_vec) {
@@ -417,7 +445,8 @@ int run_server(Node &node, Memory &mem, const Options &o) {
         answered += static_cast<int>(count);
     }
     if (o.expect_peer_failure) fail("no peer failure was reported");
-    printf("server %d: answered %d requests (get_batch retried %d times)\n", rank, answered, retried);
+    printf("server %d: answered %d requests (get_batch retried %d times, %d responds failed)\n", rank, answered,
+           retried, failed_responds);
     return 0;
 }
 

@@ -6,16 +6,24 @@
  *    module's allocator. A transport that registers host memory only (tcp)
  *    refuses it by kind, so the engine must stage it.
  *  - Streams are lazy in-order queues: queued work runs only when someone
- *    synchronises with the stream (stream_sync, event_sync, event_query).
- *    That makes ordering mistakes deterministic: code that reads a buffer
- *    without waiting for the stream that writes it sees the old bytes.
+ *    synchronises with the stream (stream_sync; event_sync and event_query
+ *    run it up to the event's record, no further). That makes ordering
+ *    mistakes deterministic: code that reads a buffer without waiting for
+ *    the stream that writes it sees the old bytes, and code that sends what
+ *    an event covers must not assume what follows it has run.
  *  - Flags are host words. A stream waiting on one blocks its synchroniser
  *    (stream_sync / event_sync; event_query reports AGAIN) until flag_write,
  *    which then runs the released work at once, as a GPU would: work queued
  *    behind the wait sees exactly what the host had written before the flag.
  * Fresh device memory is filled with 0xA5 so unwritten bytes show.
- *  - FAKEGPU_FAIL_COPY_INTO_DEVICE=N makes the process's Nth synchronous
- *    copy into device memory fail, once: the engine must lose nothing.
+ *  - FAKEGPU_FAIL_COPY_INTO_DEVICE=N (FAKEGPU_FAIL_COPY_FROM_DEVICE=N)
+ *    makes the process's Nth synchronous copy into (out of) device memory
+ *    fail, once: the engine must lose nothing.
+ *  - FAKEGPU_FAIL_ASYNC_COPY_FROM_DEVICE=N makes the process's Nth queued
+ *    copy out of device memory fail when the stream runs it: it copies
+ *    nothing, and the next event recorded behind it reports the failure.
+ *    Unlike a real GPU's sticky errors, the stream then carries on, so a
+ *    test sees what happens to the work after a failure.
  * One lock guards everything: simple, and no test here measures speed.
  */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
@@ -46,14 +54,17 @@ struct op {
     uint64_t mark;
     struct flag *flag; /* OP_WAIT */
     uint32_t value;
+    int fails; /* OP_COPY picked by FAKEGPU_FAIL_ASYNC_COPY_FROM_DEVICE */
     struct op *next;
 };
 struct stream {
     struct op *head, *tail;
+    int failed; /* a copy failed since the last event ran */
 };
 struct event {
     struct stream *stream; /* of the last record */
     uint64_t recorded, completed;
+    int failed; /* the stream failed before the record ran */
 };
 struct allocation {
     char *ptr;
@@ -74,9 +85,10 @@ static int fail(int status, const char *what) {
 
 static struct stream *stream_of(void *stream) { return stream ? (struct stream *)stream : &g_default_stream; }
 
-/* Runs `s`'s queued work in order, with g_mu held. Returns 1 when the queue
- * is empty; 0 when it stopped at an unsatisfied flag wait and !block. */
-static int drain(struct stream *s, int block) {
+/* Runs `s`'s queued work in order, with g_mu held, up to and including
+ * `until`'s latest record (all of it for NULL). Returns 1 when that is done;
+ * 0 when it stopped at an unsatisfied flag wait and !block. */
+static int drain(struct stream *s, int block, const struct event *until) {
     while (s->head) {
         struct op *op = s->head;
         if (op->kind == OP_WAIT && op->flag->value < op->value) {
@@ -84,11 +96,21 @@ static int drain(struct stream *s, int block) {
             pthread_cond_wait(&g_flag_written, &g_mu);
             continue;
         }
-        if (op->kind == OP_COPY) memmove(op->dst, op->src, op->bytes);
-        if (op->kind == OP_MARK) op->event->completed = op->mark;
+        int last = 0;
+        if (op->kind == OP_COPY) {
+            if (op->fails) s->failed = 1;
+            else memmove(op->dst, op->src, op->bytes);
+        }
+        if (op->kind == OP_MARK) {
+            op->event->completed = op->mark;
+            op->event->failed = s->failed;
+            s->failed = 0;
+            last = op->event == until && op->mark == until->recorded;
+        }
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         free(op);
+        if (last) break;
     }
     return 1;
 }
@@ -112,12 +134,23 @@ static int enqueue(void *stream, struct op *proto) {
     return AFMESH_HAL_OK;
 }
 
-static long g_copies_before_failure = -1; /* FAKEGPU_FAIL_COPY_INTO_DEVICE; -1: never */
+/* Countdowns to the copy that fails; -1: none. */
+static long g_fail_copy_into_device = -1;       /* FAKEGPU_FAIL_COPY_INTO_DEVICE */
+static long g_fail_copy_from_device = -1;       /* FAKEGPU_FAIL_COPY_FROM_DEVICE */
+static long g_fail_async_copy_from_device = -1; /* FAKEGPU_FAIL_ASYNC_COPY_FROM_DEVICE */
 static pthread_once_t g_read_settings = PTHREAD_ONCE_INIT;
 
 static void read_settings(void) {
-    const char *n = getenv("FAKEGPU_FAIL_COPY_INTO_DEVICE");
-    if (n) g_copies_before_failure = atol(n);
+    const struct {
+        const char *name;
+        long *countdown;
+    } settings[] = {{"FAKEGPU_FAIL_COPY_INTO_DEVICE", &g_fail_copy_into_device},
+                    {"FAKEGPU_FAIL_COPY_FROM_DEVICE", &g_fail_copy_from_device},
+                    {"FAKEGPU_FAIL_ASYNC_COPY_FROM_DEVICE", &g_fail_async_copy_from_device}};
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; ++i) {
+        const char *n = getenv(settings[i].name);
+        if (n) *settings[i].countdown = atol(n);
+    }
 }
 
 static int fg_init(void **ctx) {
@@ -202,13 +235,14 @@ static int fg_pointer_query(void *ctx, const void *ptr, uint32_t *kind, int *dev
     return AFMESH_HAL_OK;
 }
 
-/* Whether this copy into `dst` is the one FAKEGPU_FAIL_COPY_INTO_DEVICE picked. */
-static int injected_failure(const void *dst) {
+/* Whether a copy involving device memory at `device_ptr` is the one a
+ * FAKEGPU_FAIL_* countdown picked. */
+static int injected_failure(const void *device_ptr, long *countdown) {
     uint32_t kind;
     int device, picked = 0;
-    fg_pointer_query(NULL, dst, &kind, &device);
+    fg_pointer_query(NULL, device_ptr, &kind, &device);
     pthread_mutex_lock(&g_mu);
-    if (kind == AFMESH_MEM_CUDA && g_copies_before_failure > 0) picked = --g_copies_before_failure == 0;
+    if (kind == AFMESH_MEM_CUDA && *countdown > 0) picked = --*countdown == 0;
     pthread_mutex_unlock(&g_mu);
     return picked;
 }
@@ -216,7 +250,10 @@ static int injected_failure(const void *dst) {
 static int fg_memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
     (void)ctx;
     if (bytes && (!dst || !src)) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy: null pointer");
-    if (bytes && injected_failure(dst)) return fail(AFMESH_HAL_ERROR, "injected copy failure (FAKEGPU_FAIL_COPY_INTO_DEVICE)");
+    if (bytes && injected_failure(dst, &g_fail_copy_into_device))
+        return fail(AFMESH_HAL_ERROR, "injected copy failure (FAKEGPU_FAIL_COPY_INTO_DEVICE)");
+    if (bytes && injected_failure(src, &g_fail_copy_from_device))
+        return fail(AFMESH_HAL_ERROR, "injected copy failure (FAKEGPU_FAIL_COPY_FROM_DEVICE)");
     if (bytes) memmove(dst, src, bytes);
     return AFMESH_HAL_OK;
 }
@@ -224,7 +261,8 @@ static int fg_memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
 static int fg_memcpy_async(void *ctx, void *dst, const void *src, size_t bytes, void *stream) {
     (void)ctx;
     if (bytes && (!dst || !src)) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_async: null pointer");
-    struct op op = {OP_COPY, dst, src, bytes, NULL, 0, NULL, 0, NULL};
+    struct op op = {OP_COPY, dst, src, bytes, NULL, 0, NULL, 0, 0, NULL};
+    op.fails = bytes && injected_failure(src, &g_fail_async_copy_from_device);
     return enqueue(stream, &op);
 }
 
@@ -237,7 +275,7 @@ static int fg_stream_create(void *ctx, int device, void **stream) {
 static int fg_stream_destroy(void *ctx, void *stream) {
     (void)ctx;
     pthread_mutex_lock(&g_mu);
-    drain(stream_of(stream), 1); /* like the real runtimes: queued work still runs */
+    drain(stream_of(stream), 1, NULL); /* like the real runtimes: queued work still runs */
     pthread_mutex_unlock(&g_mu);
     if (stream) free(stream);
     return AFMESH_HAL_OK;
@@ -245,7 +283,7 @@ static int fg_stream_destroy(void *ctx, void *stream) {
 static int fg_stream_sync(void *ctx, void *stream) {
     (void)ctx;
     pthread_mutex_lock(&g_mu);
-    drain(stream_of(stream), 1);
+    drain(stream_of(stream), 1, NULL);
     pthread_mutex_unlock(&g_mu);
     return AFMESH_HAL_OK;
 }
@@ -264,16 +302,17 @@ static int fg_event_destroy(void *ctx, void *event) {
 static int fg_event_record(void *ctx, void *event, void *stream) {
     (void)ctx;
     if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_record: null event");
-    struct op op = {OP_MARK, NULL, NULL, 0, event, 0, NULL, 0, NULL};
+    struct op op = {OP_MARK, NULL, NULL, 0, event, 0, NULL, 0, 0, NULL};
     return enqueue(stream, &op);
 }
 static int event_wait(void *event, int block) {
     struct event *e = event;
     if (!e) return fail(AFMESH_HAL_INVALID_ARGUMENT, "null event");
     pthread_mutex_lock(&g_mu);
-    if (e->stream) drain(e->stream, block);
-    int done = e->completed >= e->recorded;
+    if (e->stream) drain(e->stream, block, e);
+    int done = e->completed >= e->recorded, failed = done && e->failed;
     pthread_mutex_unlock(&g_mu);
+    if (failed) return fail(AFMESH_HAL_ERROR, "injected stream failure (FAKEGPU_FAIL_ASYNC_COPY_FROM_DEVICE)");
     return done ? AFMESH_HAL_OK : AFMESH_HAL_AGAIN;
 }
 static int fg_event_query(void *ctx, void *event) {
@@ -302,7 +341,7 @@ static int fg_flag_write(void *ctx, void *flag, uint32_t value) {
     pthread_mutex_lock(&g_mu);
     struct flag *f = flag;
     if (value > f->value) f->value = value;
-    if (f->waiter) drain(f->waiter, 0);
+    if (f->waiter) drain(f->waiter, 0, NULL);
     pthread_cond_broadcast(&g_flag_written);
     pthread_mutex_unlock(&g_mu);
     return AFMESH_HAL_OK;
@@ -310,7 +349,7 @@ static int fg_flag_write(void *ctx, void *flag, uint32_t value) {
 static int fg_stream_wait_flag(void *ctx, void *stream, void *flag, uint32_t value) {
     (void)ctx;
     if (!flag) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
-    struct op op = {OP_WAIT, NULL, NULL, 0, NULL, 0, flag, value, NULL};
+    struct op op = {OP_WAIT, NULL, NULL, 0, NULL, 0, flag, value, 0, NULL};
     return enqueue(stream, &op);
 }
 

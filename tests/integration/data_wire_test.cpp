@@ -1,0 +1,166 @@
+// The data-plane messages between workers and servers (core/engine/wire.h),
+// without sockets: every message survives a round trip, every truncation is
+// refused, and so are write counts that chunking cannot produce, unknown
+// flags and peers of another protocol version.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/wire.h"
+
+namespace afmesh::wire {
+namespace {
+
+TensorMeta tensor(uint64_t key, uint64_t bytes) {
+    TensorMeta t;
+    t.key = key;
+    t.bytes = bytes;
+    t.dtype = {2, 32, 1};
+    t.ndim = 2;
+    t.shape[0] = 4;
+    t.shape[1] = static_cast<int64_t>(bytes / 16);
+    return t;
+}
+
+/** A REQUEST with an 8 KiB push (at most two writes) and an empty one (one write). */
+Request sample_request(uint32_t push_writes, bool aborted) {
+    Request r;
+    r.slot = 7;
+    r.generation = 3;
+    r.posted_ns = 123456789;
+    r.push_writes = push_writes;
+    r.aborted = aborted;
+    r.pushes = {tensor(1, 2 * kMinChunkBytes), tensor(2, 0)};
+    PullMeta pull;
+    pull.tensor = tensor(1000, 4096);
+    pull.rkey = {0xabc, 0x1000};
+    pull.offset = 64;
+    r.pulls = {pull};
+    return r;
+}
+
+/** A RESPONSE with one answer of kMinChunkBytes + 1 bytes: at most two writes. */
+Response sample_response(uint32_t pull_writes, bool failed) {
+    Response r;
+    r.slot = 7;
+    r.generation = 3;
+    r.arrived_ns = 1;
+    r.processed_ns = 2;
+    r.responded_ns = 3;
+    r.pull_writes = pull_writes;
+    r.failed = failed;
+    r.pull_bytes = {kMinChunkBytes + 1};
+    return r;
+}
+
+template <class Message>
+std::vector<uint8_t> encoded(const Message &m) {
+    std::vector<uint8_t> out;
+    encode(m, out);
+    return out;
+}
+
+template <class Message>
+Status decode_bytes(const std::vector<uint8_t> &bytes) {
+    Message m;
+    return decode(bytes.data(), bytes.size(), &m);
+}
+
+TEST(DataWire, RequestRoundTripsWithItsWriteCountAndAbortFlag) {
+    const std::vector<uint8_t> bytes = encoded(sample_request(3, false));
+    ASSERT_EQ(peek_type(bytes.data(), bytes.size()), Type::kRequest);
+    Request back;
+    ASSERT_TRUE(decode(bytes.data(), bytes.size(), &back));
+    EXPECT_EQ(back.slot, 7);
+    EXPECT_EQ(back.generation, 3);
+    EXPECT_EQ(back.posted_ns, 123456789u);
+    EXPECT_EQ(back.push_writes, 3u);
+    EXPECT_FALSE(back.aborted);
+    ASSERT_EQ(back.pushes.size(), 2u);
+    EXPECT_EQ(back.pushes[0].bytes, 2 * kMinChunkBytes);
+    EXPECT_EQ(back.pushes[0].shape[1], static_cast<int64_t>(2 * kMinChunkBytes / 16));
+    ASSERT_EQ(back.pulls.size(), 1u);
+    EXPECT_EQ(back.pulls[0].rkey.key, 0xabcu);
+    EXPECT_EQ(back.pulls[0].offset, 64u);
+
+    const std::vector<uint8_t> aborted = encoded(sample_request(1, true));
+    ASSERT_TRUE(decode(aborted.data(), aborted.size(), &back));
+    EXPECT_TRUE(back.aborted);
+    EXPECT_EQ(back.push_writes, 1u);
+}
+
+TEST(DataWire, ResponseRoundTripsWithItsWriteCountAndFailureFlag) {
+    const std::vector<uint8_t> bytes = encoded(sample_response(2, true));
+    Response back;
+    ASSERT_TRUE(decode(bytes.data(), bytes.size(), &back));
+    EXPECT_EQ(back.slot, 7);
+    EXPECT_EQ(back.responded_ns, 3u);
+    EXPECT_EQ(back.pull_writes, 2u);
+    EXPECT_TRUE(back.failed);
+    EXPECT_EQ(back.pull_bytes, (std::vector<uint64_t>{kMinChunkBytes + 1}));
+}
+
+TEST(DataWire, EveryTruncationIsRefused) {
+    const std::vector<uint8_t> request = encoded(sample_request(3, false));
+    const std::vector<uint8_t> response = encoded(sample_response(2, false));
+    for (size_t len = 0; len < request.size(); ++len)
+        EXPECT_FALSE(decode_bytes<Request>({request.begin(), request.begin() + static_cast<long>(len)}))
+            << "REQUEST cut to " << len << " bytes";
+    for (size_t len = 0; len < response.size(); ++len)
+        EXPECT_FALSE(decode_bytes<Response>({response.begin(), response.begin() + static_cast<long>(len)}))
+            << "RESPONSE cut to " << len << " bytes";
+}
+
+// A tensor travels in one write, or in chunks of at least kMinChunkBytes:
+// a peer announcing more writes than that, or (unless it gave up part-way)
+// fewer than one per tensor, would leave the receiver waiting for
+// immediates that never come, or finishing before the data is there.
+TEST(DataWire, WriteCountsChunkingCannotProduceAreRefused) {
+    EXPECT_TRUE(decode_bytes<Request>(encoded(sample_request(3, false))));  // 2 + 1: the most
+    EXPECT_TRUE(decode_bytes<Request>(encoded(sample_request(2, false))));  // one write each
+    const Status too_many = decode_bytes<Request>(encoded(sample_request(4, false)));
+    EXPECT_FALSE(too_many);
+    EXPECT_NE(too_many.message().find("write count"), std::string::npos) << too_many.message();
+    EXPECT_FALSE(decode_bytes<Request>(encoded(sample_request(1, false))));  // fewer than the pushes
+    EXPECT_TRUE(decode_bytes<Request>(encoded(sample_request(0, true))));    // aborted before any write
+    EXPECT_FALSE(decode_bytes<Request>(encoded(sample_request(4, true))));
+
+    EXPECT_TRUE(decode_bytes<Response>(encoded(sample_response(2, false))));
+    EXPECT_FALSE(decode_bytes<Response>(encoded(sample_response(3, false))));
+    EXPECT_FALSE(decode_bytes<Response>(encoded(sample_response(0, false))));
+    EXPECT_TRUE(decode_bytes<Response>(encoded(sample_response(0, true))));
+}
+
+TEST(DataWire, UnknownFlagsAreRefused) {
+    // type, slot, generation, posted_ns, push_writes: the flags byte follows.
+    std::vector<uint8_t> request = encoded(sample_request(3, false));
+    constexpr size_t kRequestFlags = 1 + 2 + 2 + 8 + 4;
+    ASSERT_TRUE(decode_bytes<Request>(request));
+    request[kRequestFlags] = 2;
+    EXPECT_FALSE(decode_bytes<Request>(request));
+    // type, slot, generation, three timestamps, pull_writes.
+    std::vector<uint8_t> response = encoded(sample_response(2, false));
+    constexpr size_t kResponseFlags = 1 + 2 + 2 + 3 * 8 + 4;
+    ASSERT_TRUE(decode_bytes<Response>(response));
+    response[kResponseFlags] = 0x80;
+    EXPECT_FALSE(decode_bytes<Response>(response));
+}
+
+TEST(DataWire, APeerOfAnotherProtocolVersionIsRefusedNamingBoth) {
+    Ident old_peer;
+    old_peer.version = 1;
+    old_peer.worker_rank = 0;
+    const Status s = decode_bytes<Ident>(encoded(old_peer));
+    EXPECT_EQ(s.code(), Code::kUnsupportedVersion);
+    EXPECT_NE(s.message().find("protocol 1, this node " + std::to_string(kProtocolVersion)), std::string::npos)
+        << s.message();
+    Ident current;
+    current.worker_rank = 3;
+    Ident back;
+    const std::vector<uint8_t> bytes = encoded(current);
+    ASSERT_TRUE(decode(bytes.data(), bytes.size(), &back));
+    EXPECT_EQ(back.worker_rank, 3);
+}
+
+}  // namespace
+}  // namespace afmesh::wire
