@@ -435,21 +435,21 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
     // What goes out, in order: a staged tensor in chunks, each copied to
     // pinned memory just before it is posted, so one chunk's copy overlaps
     // the previous chunk's send; any other tensor in one write.
-    struct Piece {
-        uint32_t tensor;
-        uint64_t offset, bytes;
-        bool staged;
+    const uint64_t chunk = ctx_.staging.chunk_bytes();
+    auto staged = [&](size_t t) { return !buffers.empty() && buffers[t].ptr; };
+    auto length = [&](size_t t, uint64_t offset) {
+        return staged(t) ? std::min(chunk, tensors[t].bytes - offset) : tensors[t].bytes;
     };
-    std::vector<Piece> pieces;
-    for (uint32_t i = 0; i < count; ++i) {
-        const bool staged = !buffers.empty() && buffers[i].ptr;
-        const uint64_t bytes = tensors[i].bytes, chunk = staged ? ctx_.staging.chunk_bytes() : bytes;
-        uint64_t offset = 0;
-        do {
-            pieces.push_back({i, offset, std::min(chunk, bytes - offset), staged});
-            offset += pieces.back().bytes;
-        } while (offset < bytes);
-    }
+    auto step = [&](size_t *t, uint64_t *offset) {  // to the piece after (*t, *offset)
+        *offset += length(*t, *offset);
+        if (*offset >= tensors[*t].bytes) {
+            ++*t;
+            *offset = 0;
+        }
+    };
+    auto at = [](const void *base, uint64_t offset) {
+        return offset ? static_cast<const uint8_t *>(base) + offset : base;
+    };
     Worker &worker = *workers_[request.worker];
     wire::Response response;
     response.slot = request.slot;
@@ -458,47 +458,47 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
     response.processed_ns = request.processed_ns;
     for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
     const uint32_t imm = imm::encode(imm::Direction::kResponse, request.slot, request.generation);
-    auto at = [](const void *base, uint64_t offset) {
-        return offset ? static_cast<const uint8_t *>(base) + offset : base;
-    };
-    for (size_t next = 0;;) {
+    size_t t = 0;  // the next piece: tensor t from this offset
+    uint64_t offset = 0;
+    for (;;) {
         Status copied;
-        if (next < pieces.size() && pieces[next].staged) {
-            const Piece &p = pieces[next];
-            copied = ctx_.staging.copy(static_cast<uint8_t *>(buffers[p.tensor].ptr) + p.offset,
-                                       static_cast<const uint8_t *>(tensors[p.tensor].data) + p.offset, p.bytes);
-        }
+        if (t < count && staged(t))
+            copied = ctx_.staging.copy(static_cast<uint8_t *>(buffers[t].ptr) + offset,
+                                       static_cast<const uint8_t *>(tensors[t].data) + offset, length(t, offset));
         std::lock_guard lock(ctx_.mu);
         if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
         if (!copied) {
             // The worker's push-pull fails; it still gets its slices back.
             response.failed = true;
             if (Status s = send_response(worker, response); !s) fail_worker(request.worker, s);
-            return {copied.code(), "copying response tensor " + std::to_string(pieces[next].tensor) +
-                                       " to pinned memory failed: " + copied.message() +
-                                       " (the worker's push-pull fails with this error)"};
+            return {copied.code(), "copying response tensor " + std::to_string(t) + " to pinned memory failed: " +
+                                       copied.message() + " (the worker's push-pull fails with this error)"};
         }
         // This piece, and every one after it that needs no copy first, go out together.
-        for (bool first = true; next < pieces.size() && (first || !pieces[next].staged); first = false, ++next) {
-            const Piece &p = pieces[next];
-            const bool last = next + 1 == pieces.size();
+        for (bool first = true; t < count && (first || !staged(t)); first = false) {
+            size_t next_t = t;
+            uint64_t next_offset = offset;
+            step(&next_t, &next_offset);
+            const bool last = next_t == count;
             // MORE: another write or the RESPONSE follows at once. SIGNAL
             // before a copy and at the end: respond must know when the
             // writes posted so far have left the buffers.
-            const bool more = last || !pieces[next + 1].staged;
+            const bool more = last || !staged(next_t);
             const uint32_t flags = (more ? AFMESH_NET_MORE : 0) | (last || !more ? AFMESH_NET_SIGNAL : 0);
             if (flags & AFMESH_NET_SIGNAL) *cookie = ++worker.responses_posted;
-            const void *source = at(p.staged ? buffers[p.tensor].ptr : tensors[p.tensor].data, p.offset);
-            Status s = worker.outbox->write(source, p.bytes, regs[p.tensor] ? regs[p.tensor]->mr : nullptr,
-                                            request.pulls[p.tensor].rkey, request.pulls[p.tensor].offset + p.offset,
-                                            imm, flags, *cookie);
+            const void *source = at(staged(t) ? buffers[t].ptr : tensors[t].data, offset);
+            Status s = worker.outbox->write(source, length(t, offset), regs[t] ? regs[t]->mr : nullptr,
+                                            request.pulls[t].rkey, request.pulls[t].offset + offset, imm, flags,
+                                            *cookie);
             if (!s) {
                 fail_worker(request.worker, s);
                 return peer_failure(worker_name(request.worker), s);
             }
             ++response.pull_writes;
+            t = next_t;
+            offset = next_offset;
         }
-        if (next == pieces.size()) {
+        if (t == count) {
             if (Status s = send_response(worker, response); !s) {
                 fail_worker(request.worker, s);
                 return peer_failure(worker_name(request.worker), s);
