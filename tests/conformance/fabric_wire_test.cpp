@@ -34,7 +34,7 @@ TEST(FabricWire, EveryTypeRoundTripsWithItsIds) {
     };
     for (const Case &c : {Case{MessageType::kHello, 0, 40}, Case{MessageType::kAccept, 7, 40},
                           Case{MessageType::kData, 7, 100}, Case{MessageType::kBye, 0, 0},
-                          Case{MessageType::kImm, 7, kImmPayloadSize}}) {
+                          Case{MessageType::kImm, 7, kImmPayloadSize}, Case{MessageType::kReject, 7, 0}}) {
         SCOPED_TRACE(static_cast<int>(c.type));
         const std::vector<uint8_t> bytes = message(c.type, c.dst, 9, c.payload);
         Header header;
@@ -43,6 +43,7 @@ TEST(FabricWire, EveryTypeRoundTripsWithItsIds) {
         EXPECT_EQ(header.type, c.type);
         EXPECT_EQ(header.dst_conn, c.dst);
         EXPECT_EQ(header.src_conn, 9u);
+        EXPECT_EQ(header.version, kWireVersion);
     }
 }
 
@@ -58,13 +59,13 @@ TEST(FabricWire, ForgedHeadersAreRefusedWithAReason) {
 
     std::vector<uint8_t> other_magic = bytes;
     other_magic[0] ^= 0xff;
-    expect_refused(other_magic, "magic and version 2");
+    expect_refused(other_magic, "without the fabric transport's magic");
 
     std::vector<uint8_t> version_1 = bytes;  // a peer from before IMM messages is not heard
     version_1[4] = 1;
-    expect_refused(version_1, "magic and version 2");
+    expect_refused(version_1, "type 3 message of fabric wire protocol 1 (this module speaks 2)");
 
-    for (uint8_t type : {uint8_t{0}, uint8_t{6}, uint8_t{255}}) {
+    for (uint8_t type : {uint8_t{0}, uint8_t{7}, uint8_t{255}}) {
         std::vector<uint8_t> unknown = bytes;
         unknown[5] = type;
         expect_refused(unknown, "unknown type " + std::to_string(type));
@@ -73,6 +74,32 @@ TEST(FabricWire, ForgedHeadersAreRefusedWithAReason) {
     expect_refused(message(MessageType::kData, 0, 9, 4), "without its connection ids");
     expect_refused(message(MessageType::kAccept, 7, 0, 4), "without its connection ids");
     expect_refused(message(MessageType::kBye, 7, 9, 1), "control message with 1 bytes of payload");
+}
+
+// HELLO and REJECT keep their layout in every version, so a listener can
+// answer a HELLO of any version with REJECT, and a client can read a REJECT
+// of any version: both are decoded whatever their version byte says.
+TEST(FabricWire, HelloAndRejectOfAnyVersionAreReadSoPeersCanSayTheyDiffer) {
+    for (uint8_t version : {uint8_t{1}, uint8_t{3}, uint8_t{255}}) {
+        SCOPED_TRACE(static_cast<int>(version));
+        for (MessageType type : {MessageType::kHello, MessageType::kReject}) {
+            std::vector<uint8_t> bytes = message(type, type == MessageType::kHello ? 0 : 7, 9,
+                                                 type == MessageType::kHello ? 40 : 0);
+            bytes[4] = version;
+            Header header;
+            Reason why;
+            ASSERT_TRUE(decode_header(bytes.data(), bytes.size(), &header, &why)) << why.text;
+            EXPECT_EQ(header.type, type);
+            EXPECT_EQ(header.version, version);
+        }
+    }
+    // The listener has no connection id to give: a REJECT's source may be 0, its destination may not.
+    Header header;
+    Reason why;
+    const std::vector<uint8_t> from_listener = message(MessageType::kReject, 7, 0);
+    EXPECT_TRUE(decode_header(from_listener.data(), from_listener.size(), &header, &why)) << why.text;
+    expect_refused(message(MessageType::kReject, 0, 0), "without its connection ids");
+    expect_refused(message(MessageType::kReject, 7, 0, 1), "control message with 1 bytes of payload");
 }
 
 }  // namespace

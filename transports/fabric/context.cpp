@@ -202,6 +202,12 @@ int Context::insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Rea
     return AFMESH_HAL_OK;
 }
 
+bool Context::insert_peer(const uint8_t *blob, size_t len, fi_addr_t *out, Reason *why) {
+    std::vector<uint8_t> raw;
+    return decode_address(blob, len, fabric_.info->addr_format, &raw, why) &&
+           insert_address(raw, out, why) == AFMESH_HAL_OK;
+}
+
 // A connection with its own endpoint, registered under a fresh id.
 Connection *Context::new_connection(fi_addr_t peer, Reason *why) {
     Endpoint *endpoint = nullptr;

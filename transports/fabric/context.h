@@ -83,6 +83,8 @@ private:
     void free_closed();
     void release_held(Connection *conn);
     int insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why);
+    /** The AV entry for the endpoint a peer's address blob (HELLO, ACCEPT) names; false, saying why, when unusable. */
+    bool insert_peer(const uint8_t *blob, size_t len, fi_addr_t *out, Reason *why);
     Connection *new_connection(fi_addr_t peer, Reason *why);
     /** HELLO, ACCEPT or BYE to `conn`'s peer, under the connection's ids. */
     int send_control(Connection *conn, MessageType type, const std::vector<uint8_t> &payload, Reason *why);
@@ -99,6 +101,8 @@ private:
     void on_remote_write(Endpoint *endpoint, uint64_t data);
     bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len);
     void on_hello(const Header &header, const uint8_t *payload, size_t len);
+    /** Answers a HELLO of another wire version with REJECT, so its connect fails at once, saying why. */
+    void reject(const Header &hello, const uint8_t *payload, size_t len);
     void on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len);
     void expire_handshakes();
     void take_poster_failures();

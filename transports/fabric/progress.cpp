@@ -243,7 +243,8 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     const uint8_t *payload = slot->data + kHeaderSize;
     const size_t payload_len = len - kHeaderSize;
     if (endpoint == listener_) {
-        if (header.type == MessageType::kHello) on_hello(header, payload, payload_len);
+        if (header.type == MessageType::kHello && header.version != kWireVersion) reject(header, payload, payload_len);
+        else if (header.type == MessageType::kHello) on_hello(header, payload, payload_len);
         else host_log(AFMESH_LOG_DEBUG, "dropping a type %u message at the listener", unsigned(header.type));
         return false;
     }
@@ -260,6 +261,14 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     case MessageType::kAccept: on_accept(conn, header, payload, payload_len); return false;
     case MessageType::kBye: fail(conn, AFMESH_HAL_PEER_FAILED, "the peer closed the connection"); return false;
     case MessageType::kImm: on_remote_write(endpoint, load_le32(payload)); return false;
+    case MessageType::kReject:
+        if (state == Connection::State::kConnecting) {
+            Reason reason;
+            reason.format("the peer speaks fabric wire protocol %u, this module %u: run one afmesh version on every node",
+                          unsigned{header.version}, unsigned{kWireVersion});
+            fail(conn, AFMESH_HAL_UNSUPPORTED_VERSION, reason.text);
+        }
+        return false;
     case MessageType::kData:
         if (state == Connection::State::kEstablished) {
             Pending p;
@@ -287,10 +296,8 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
 void Context::on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len) {
     if (conn->state.load(std::memory_order_acquire) != Connection::State::kConnecting) return;  // a duplicate
     Reason why;
-    std::vector<uint8_t> raw;
     fi_addr_t peer;
-    if (!decode_address(payload, len, fabric_.info->addr_format, &raw, &why) ||
-        insert_address(raw, &peer, &why) != AFMESH_HAL_OK) {
+    if (!insert_peer(payload, len, &peer, &why)) {
         Reason reason;
         reason.format("the peer's acceptance is malformed: %s", why.text);
         fail(conn, AFMESH_HAL_PEER_FAILED, reason.text);
@@ -301,10 +308,8 @@ void Context::on_accept(Connection *conn, const Header &header, const uint8_t *p
 
 void Context::on_hello(const Header &header, const uint8_t *payload, size_t len) {
     Reason why;
-    std::vector<uint8_t> raw;
     fi_addr_t peer;
-    if (!decode_address(payload, len, fabric_.info->addr_format, &raw, &why) ||
-        insert_address(raw, &peer, &why) != AFMESH_HAL_OK) {
+    if (!insert_peer(payload, len, &peer, &why)) {
         host_log(AFMESH_LOG_WARN, "refusing a connection request: %s", why.text);
         return;
     }
@@ -320,6 +325,25 @@ void Context::on_hello(const Header &header, const uint8_t *payload, size_t len)
     encode_address(fabric_.info->addr_format, conn->endpoint->raw_address(), &own);
     const int rc = send_control(conn, MessageType::kAccept, own, &why);
     if (rc != AFMESH_HAL_OK) fail(conn, rc, why.text);
+}
+
+void Context::reject(const Header &hello, const uint8_t *payload, size_t len) {
+    Reason why;
+    fi_addr_t peer;
+    if (!insert_peer(payload, len, &peer, &why)) {
+        host_log(AFMESH_LOG_WARN, "a HELLO of fabric wire protocol %u without a usable address: %s",
+                 unsigned{hello.version}, why.text);
+        return;
+    }
+    host_log(AFMESH_LOG_WARN, "refusing a connection from a peer of fabric wire protocol %u (this module speaks %u)",
+             unsigned{hello.version}, unsigned{kWireVersion});
+    Outgoing op;
+    op.dest = peer;
+    op.copy.resize(kHeaderSize);
+    encode_header({MessageType::kReject, hello.src_conn, 0}, op.copy.data());
+    bool queued = false;
+    if (listener_->submit(std::move(op), &queued, &why) != AFMESH_HAL_OK)
+        host_log(AFMESH_LOG_WARN, "could not send the refusal: %s", why.text);
 }
 
 void Context::expire_handshakes() {

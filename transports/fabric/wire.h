@@ -12,6 +12,13 @@
 //     BYE(dst, src)            ->                 EV_CONN_ERROR (peer closed)
 //     IMM(dst, src, u32 imm)   ->                 EV_IMM (a zero-byte write)
 //
+// Peers of another version do not talk, but they say so: a listener answers
+// a HELLO of another version with REJECT(dst=client id, src=0), which fails
+// the connect at once with both versions named instead of at the handshake
+// deadline. So that this works between any two versions, the header layout,
+// HELLO (type 1, payload: the client endpoint's address) and REJECT (type 6,
+// no payload) never change; the header's version byte is the sender's.
+//
 // One-sided writes carry no header: the 32-bit immediate travels as remote
 // CQ data and the target attributes it to the connection its endpoint serves.
 // A zero-byte write touches no memory, so it travels as an IMM message
@@ -29,13 +36,15 @@
 
 namespace afmesh::fabric {
 
+/** 2: IMM messages (zero-byte writes); REJECT. */
+inline constexpr uint8_t kWireVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 /** Every receive buffer holds one message of this size, header included. */
 inline constexpr size_t kMessageBufferSize = 8192;
 /** caps.max_send_size: what a DATA message's payload may hold. */
 inline constexpr uint32_t kMaxSendSize = kMessageBufferSize - kHeaderSize;
 
-enum class MessageType : uint8_t { kHello = 1, kAccept = 2, kData = 3, kBye = 4, kImm = 5 };
+enum class MessageType : uint8_t { kHello = 1, kAccept = 2, kData = 3, kBye = 4, kImm = 5, kReject = 6 };
 
 /** An IMM message's payload: the immediate, little-endian. */
 inline constexpr size_t kImmPayloadSize = 4;
@@ -43,14 +52,16 @@ inline constexpr size_t kImmPayloadSize = 4;
 struct Header {
     MessageType type = MessageType::kData;
     uint32_t dst_conn = 0;  // the receiver's connection id (0 in HELLO)
-    uint32_t src_conn = 0;  // the sender's connection id
+    uint32_t src_conn = 0;  // the sender's connection id (0 in REJECT)
+    uint8_t version = kWireVersion;  // decoded: the sender's (another only in HELLO and REJECT)
 };
 
 void encode_header(const Header &header, uint8_t *out);
 
 /**
- * Validates a received message: length, magic, version, a known type and the
- * ids the type needs. Fills `header` or says why the message is refused.
+ * Validates a received message: length, magic, version (any for HELLO and
+ * REJECT, else this module's), a known type and the ids the type needs.
+ * Fills `header` or says why the message is refused.
  */
 bool decode_header(const uint8_t *data, size_t len, Header *header, Reason *why);
 
