@@ -14,6 +14,7 @@
 // copies chunk k+1: the copy and the send overlap instead of adding up.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "status.h"
+#include "wire.h"
 
 namespace afmesh {
 
@@ -48,7 +50,7 @@ public:
     Staging(const Module &device, const Module &transport, MemoryRegistry &registry, int device_id,
             uint64_t chunk_bytes)
         : device_(device), transport_(transport), registry_(registry), device_id_(device_id),
-          chunk_bytes_(chunk_bytes) {}
+          chunk_bytes_(std::max(chunk_bytes, wire::kMinChunkBytes)) {}  // receivers bound write counts by it
     ~Staging();
     Staging(const Staging &) = delete;
     Staging &operator=(const Staging &) = delete;

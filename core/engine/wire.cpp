@@ -6,6 +6,11 @@ namespace afmesh::wire {
 namespace {
 
 constexpr uint32_t kMaxTensorsPerMessage = 1 << 16;
+// Encoded sizes: a tensor's metadata without its shape, and what a pull adds (rkey, offset).
+constexpr size_t kTensorBytes = 8 + 8 + 4 + 1;
+constexpr size_t kPullExtraBytes = 16 + 8;
+// type, slot, generation, posted_ns, push_writes, flags, and the two counts.
+constexpr size_t kRequestFixedBytes = 1 + 2 + 2 + 8 + 4 + 1 + 4 + 4;
 
 Status malformed(const char *what) { return {Code::kPeerFailed, std::string("malformed ") + what + " message"}; }
 
@@ -123,6 +128,10 @@ Status decode(const void *data, size_t len, AllocReq *m) {
     return r.done() && m->bytes < kMaxTensorBytes ? Status::ok() : malformed("ALLOC_REQ");
 }
 
+size_t request_size(size_t tensors, size_t pulls, size_t dims) {
+    return kRequestFixedBytes + tensors * kTensorBytes + pulls * kPullExtraBytes + dims * sizeof(int64_t);
+}
+
 void encode(const Request &m, std::vector<uint8_t> &out) {
     ByteWriter w(out);
     w.u8(static_cast<uint8_t>(Type::kRequest));
@@ -142,7 +151,6 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
 }
 
 Status decode(const void *data, size_t len, Request *m) {
-    constexpr size_t kMinTensor = 8 + 8 + 4 + 1;
     ByteReader r = open(data, len, Type::kRequest);
     m->slot = r.u16();
     m->generation = r.u16();
@@ -151,7 +159,7 @@ Status decode(const void *data, size_t len, Request *m) {
     const uint8_t flags = r.u8();
     m->aborted = flags == 1;
     uint32_t n = 0;
-    if (flags > 1 || !get_count(r, kMinTensor, &n)) return malformed("REQUEST");
+    if (flags > 1 || !get_count(r, kTensorBytes, &n)) return malformed("REQUEST");
     m->pushes.resize(n);
     uint64_t most_writes = 0;
     for (TensorMeta &t : m->pushes) {
@@ -160,7 +168,7 @@ Status decode(const void *data, size_t len, Request *m) {
     }
     if (!writes_plausible(m->push_writes, m->aborted, m->pushes.size(), most_writes))
         return malformed("REQUEST (write count)");
-    if (!get_count(r, kMinTensor + 24, &n)) return malformed("REQUEST");
+    if (!get_count(r, kTensorBytes + kPullExtraBytes, &n)) return malformed("REQUEST");
     m->pulls.resize(n);
     for (PullMeta &p : m->pulls) {
         if (!get_tensor(r, &p.tensor)) return malformed("REQUEST");

@@ -100,6 +100,13 @@ struct Response {
     std::vector<uint64_t> pull_bytes;
 };
 
+/**
+ * The bytes encode() gives a REQUEST of `tensors` push and pull tensors
+ * (`pulls` of them pulls) with `dims` dimensions in all: checked against
+ * the transport's message limit before anything is posted.
+ */
+size_t request_size(size_t tensors, size_t pulls, size_t dims);
+
 /** BYE has no body: the type byte is the whole message. */
 void encode_bye(std::vector<uint8_t> &out);
 

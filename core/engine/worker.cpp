@@ -200,6 +200,15 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
                     return {Code::kInvalidArgument, "key " + std::to_string(op.pushes[p.pushes[a]].key) +
                                                         " is pushed twice to server " + std::to_string(p.server) +
                                                         " in one push-pull"};
+        size_t dims = 0;
+        for (uint32_t i : p.pushes) dims += op.pushes[i].tensor.ndim;
+        for (uint32_t i : p.pulls) dims += op.pulls[i].tensor.ndim;
+        const size_t request_bytes = wire::request_size(p.pushes.size() + p.pulls.size(), p.pulls.size(), dims);
+        if (const uint32_t limit = ctx_.transport.net_caps().max_send_size; request_bytes > limit)
+            return {Code::kInvalidArgument, "the request to server " + std::to_string(p.server) + " (" +
+                                                std::to_string(request_bytes) +
+                                                " bytes of metadata) exceeds the transport's message limit of " +
+                                                std::to_string(limit) + "; use fewer tensors per push-pull"};
     }
     return Status::ok();
 }
@@ -337,14 +346,6 @@ bool WorkerEngine::advance(uint16_t slot, Part &part) {
     Op &op = ops_[slot];
     if (!op.error.is_ok()) return true;  // a failed op claims nothing more
     if (!slices_ready(slot, part)) return !op.error.is_ok();  // a failed op stops waiting for slices
-    encode_request(slot, part);
-    if (scratch_.size() > ctx_.transport.net_caps().max_send_size) {
-        fail_op(slot, {Code::kInvalidArgument, "the request's metadata (" + std::to_string(scratch_.size()) +
-                                                 " bytes) exceeds the transport's message limit of " +
-                                                 std::to_string(ctx_.transport.net_caps().max_send_size) +
-                                                 "; use fewer tensors per push-pull"});
-        return true;
-    }
     Server &server = servers_[part.server];
     for (uint32_t i : part.pushes) server.slices[op.pushes[i].key].busy_slot = slot;
     part.claimed = true;

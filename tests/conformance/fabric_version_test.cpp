@@ -109,13 +109,24 @@ public:
                                 }),
                   0);
         sent_ = false;
-        ASSERT_TRUE(poll_until({&module}, [&] { return progress(), sent_; }, "the raw send to complete"));
+        ASSERT_TRUE(poll_until(
+            {&module},
+            [&] {
+                progress();
+                return sent_;
+            },
+            "the raw send to complete"));
     }
 
     /** Waits (polling the module too) for the next message, and decodes it. */
     ::testing::AssertionResult receive(NetEndpoint &module, Header *header, std::vector<uint8_t> *payload) {
         ::testing::AssertionResult arrived =
-            poll_until({&module}, [&] { return progress(), arrived_.has_value(); }, "a message at the raw peer");
+            poll_until({&module},
+                       [&] {
+                           progress();
+                           return arrived_.has_value();
+                       },
+                       "a message at the raw peer");
         if (!arrived) return arrived;
         const std::vector<uint8_t> bytes = std::move(*arrived_);
         arrived_.reset();

@@ -89,6 +89,16 @@ TEST(DataWire, RequestRoundTripsWithItsWriteCountAndAbortFlag) {
     EXPECT_EQ(back.push_writes, 1u);
 }
 
+// The worker checks a REQUEST's size against the transport's limit before
+// it posts anything, from this arithmetic rather than by encoding it.
+TEST(DataWire, RequestSizeIsWhatEncodingGives) {
+    Request r = sample_request(3, false);  // three tensors of two dimensions, one of them a pull
+    EXPECT_EQ(encoded(r).size(), request_size(3, 1, 6));
+    r.pulls.clear();
+    r.pushes[1].ndim = AFMESH_MAX_DIMS;
+    EXPECT_EQ(encoded(r).size(), request_size(2, 0, 2 + AFMESH_MAX_DIMS));
+}
+
 TEST(DataWire, ResponseRoundTripsWithItsWriteCountAndFailureFlag) {
     const std::vector<uint8_t> bytes = encoded(sample_response(2, true));
     Response back;

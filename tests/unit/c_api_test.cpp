@@ -142,6 +142,12 @@ TEST_F(CApiCluster, BadPushPullArguments) {
     EXPECT_EQ(afmesh_push_pull(worker_, &p, 1, nullptr, 0, &h), AFMESH_ERR_INVALID_ARGUMENT);
     EXPECT_NE(last_error().find("dimensions"), std::string::npos) << last_error();
     EXPECT_EQ(afmesh_push_pull(worker_, nullptr, 0, nullptr, 0, &h), AFMESH_ERR_INVALID_ARGUMENT);
+    // 500 pulls of 16 dimensions need more metadata than one tcp message
+    // (64 KiB) holds: refused at the call, before anything is posted.
+    std::vector<afmesh_pull> many(500);
+    for (afmesh_pull &q : many) q.tensor.ndim = AFMESH_MAX_DIMS;
+    EXPECT_EQ(afmesh_push_pull(worker_, nullptr, 0, many.data(), many.size(), &h), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("exceeds the transport's message limit of 65536"), std::string::npos) << last_error();
 }
 
 TEST_F(CApiCluster, WaitTimesOutAndTheHandleStaysValid) {
