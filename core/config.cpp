@@ -30,6 +30,9 @@ constexpr VarSpec kVars[] = {
      "NIC allow-list for RDMA transports, e.g. 'mlx5_0:1,mlx5_1:1' (empty: all active ports)"},
     {"AFMESH_FABRIC_PROVIDER", VarType::kString, "", nullptr, 0, 0,
      "libfabric provider, e.g. 'tcp;ofi_rxm', 'shm', 'efa' (empty: libfabric's first hardware provider)"},
+    {"AFMESH_FABRIC_ENDPOINTS", VarType::kEnum, "auto", "auto|shared|per-connection", 0, 0,
+     "fabric transport: one endpoint for every connection (shared; needs 8-byte remote CQ data), one per "
+     "connection, or auto (shared where the provider allows, except over shm)"},
     {"AFMESH_IBVERBS_LIBRARY", VarType::kString, "", nullptr, 0, 0,
      "verbs library the ibverbs transport dlopen()s (empty: libibverbs.so.1; tests name an emulation)"},
     {"AFMESH_TCP_BIND", VarType::kString, "127.0.0.1", nullptr, 0, 0,

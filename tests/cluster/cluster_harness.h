@@ -40,7 +40,7 @@ public:
         for (char **e = environ; *e; ++e) {
             const std::string setting = *e;
             if (setting.rfind("AFMESH_", 0) != 0 || setting.rfind("AFMESH_TRANSPORT=", 0) == 0 ||
-                setting.rfind("AFMESH_FABRIC_PROVIDER=", 0) == 0)
+                setting.rfind("AFMESH_FABRIC_", 0) == 0)
                 base_env_.push_back(setting);
         }
         // Fast failure detection so the fault tests end quickly.

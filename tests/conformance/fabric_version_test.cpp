@@ -1,15 +1,18 @@
-// The fabric module against a peer of another wire version: a raw libfabric
-// endpoint of the provider the module uses (AFMESH_FABRIC_PROVIDER) speaks to
-// it with hand-built messages. Peers of different versions must not talk,
-// and each must learn why at once instead of at the handshake deadline: the
-// module's listener answers a HELLO of another version with REJECT, and a
-// connect that is answered with REJECT fails naming both versions.
+// The fabric module against a raw libfabric endpoint of the provider it uses
+// (AFMESH_FABRIC_PROVIDER), which speaks to it with hand-built messages and
+// writes. Peers of different wire versions must not talk, and each must
+// learn why at once instead of at the handshake deadline: the module's
+// listener answers a HELLO of another version with REJECT, and a connect
+// that is answered with REJECT fails naming both versions. Version 3's
+// writes name their connection in the CQ data's high word; the module must
+// believe that tag at a shared endpoint and check it at a connection's own.
 #include <gtest/gtest.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include <array>
 #include <cstdlib>
@@ -38,7 +41,7 @@ public:
     /** Check error(): empty once the endpoint is up, else the call that failed and why. */
     explicit RawFabricPeer(const char *provider) {
         fi_info *hints = fi_allocinfo();
-        hints->caps = FI_MSG;
+        hints->caps = FI_MSG | FI_RMA;
         hints->mode = FI_CONTEXT | FI_CONTEXT2;
         hints->ep_attr->type = FI_EP_RDM;
         hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -118,6 +121,27 @@ public:
             "the raw send to complete"));
     }
 
+    /** Writes `byte` into the module's region `rkey` at `offset`, with remote CQ data `data`. */
+    void write(uint8_t byte, const afmesh_net_rkey &rkey, uint64_t offset, uint64_t data, fi_addr_t to,
+               NetEndpoint &module) {
+        written_byte_ = byte;
+        ASSERT_EQ(post_retrying({&module},
+                                [&] {
+                                    const ssize_t rc = fi_writedata(ep_, &written_byte_, 1, nullptr, data, to,
+                                                                    rkey.addr + offset, rkey.key, &write_context_);
+                                    return rc == -FI_EAGAIN ? AFMESH_HAL_AGAIN : static_cast<int>(rc);
+                                }),
+                  0);
+        written_ = false;
+        ASSERT_TRUE(poll_until(
+            {&module},
+            [&] {
+                progress();
+                return written_;
+            },
+            "the raw write to complete"));
+    }
+
     /** Waits (polling the module too) for the next message, and decodes it. */
     ::testing::AssertionResult receive(NetEndpoint &module, Header *header, std::vector<uint8_t> *payload) {
         ::testing::AssertionResult arrived =
@@ -149,6 +173,8 @@ private:
         if (fi_cq_read(cq_, &entry, 1) != 1) return;
         if (entry.op_context == &send_context_) {
             sent_ = true;
+        } else if (entry.op_context == &write_context_) {
+            written_ = true;
         } else if (entry.op_context == &recv_context_) {
             arrived_.emplace(received_.begin(), received_.begin() + static_cast<long>(entry.len));
             fi_recv(ep_, received_.data(), received_.size(), nullptr, FI_ADDR_UNSPEC, &recv_context_);
@@ -162,10 +188,12 @@ private:
     fid_av *av_ = nullptr;
     fid_cq *cq_ = nullptr;
     fid_ep *ep_ = nullptr;
-    fi_context2 send_context_{}, recv_context_{};
+    fi_context2 send_context_{}, recv_context_{}, write_context_{};
     std::array<uint8_t, kMessageBufferSize> received_{};
     std::vector<uint8_t> outgoing_;
     bool sent_ = false;
+    uint8_t written_byte_ = 0;
+    bool written_ = false;
     std::optional<std::vector<uint8_t>> arrived_;
 };
 
@@ -191,7 +219,7 @@ protected:
 TEST_F(FabricVersion, AHelloOfAnotherVersionIsAnsweredWithReject) {
     const fi_addr_t listener = peer_->insert(module_->address());
     constexpr uint32_t kClientId = 77;
-    for (uint8_t version : {uint8_t{1}, uint8_t{kWireVersion + 1}}) {
+    for (uint8_t version : {uint8_t{1}, uint8_t{kWireVersion - 1}, uint8_t{kWireVersion + 1}}) {
         SCOPED_TRACE(static_cast<int>(version));
         peer_->send({MessageType::kHello, 0, kClientId}, version, peer_->address_blob(), listener, *module_);
         Header header;
@@ -229,6 +257,60 @@ TEST_F(FabricVersion, AConnectAnsweredWithRejectFailsAtOnceNamingBothVersions) {
     EXPECT_NE(error->reason.find(both), std::string::npos) << error->reason;
     EXPECT_EQ(module_->count(AFMESH_NET_EV_CONNECTED, conn), 0u);
     EXPECT_EQ(module_->ops().close(module_->ctx(), conn), AFMESH_HAL_OK);
+}
+
+TEST_F(FabricVersion, AWriteCountsForTheConnectionItsTagNames) {
+    RegisteredBuffer target(*module_, 2, AFMESH_NET_ACCESS_REMOTE_WRITE);
+    ASSERT_TRUE(target.registered()) << take_module_error();
+    memset(target.data(), 0, target.size());
+    // Two connections from the raw peer, each with the id and endpoint its ACCEPT names.
+    struct Offered {
+        uint32_t id = 0;
+        std::vector<uint8_t> endpoint;
+        afmesh_net_conn *conn = nullptr;
+    };
+    std::array<Offered, 2> offered;
+    const fi_addr_t listener = peer_->insert(module_->address());
+    for (uint32_t i = 0; i < offered.size(); ++i) {
+        const uint32_t client_id = 11 + i;
+        peer_->send({MessageType::kHello, 0, client_id}, kWireVersion, peer_->address_blob(), listener, *module_);
+        Header header;
+        ASSERT_TRUE(peer_->receive(*module_, &header, &offered[i].endpoint));
+        ASSERT_EQ(header.type, MessageType::kAccept);
+        ASSERT_EQ(header.dst_conn, client_id);
+        offered[i].id = header.src_conn;
+        ASSERT_TRUE(poll_until(
+            {module_.get()}, [&] { return module_->ops().accept(module_->ctx(), &offered[i].conn) == AFMESH_HAL_OK; },
+            "the module to accept"));
+    }
+    const Offered &a = offered[0], &b = offered[1];
+    const fi_addr_t at_a = peer_->insert(a.endpoint), at_b = peer_->insert(b.endpoint);
+
+    // Tagged for B, at B's endpoint: B's immediate.
+    peer_->write(0xb1, target.rkey(), 1, fabric::write_data(0x1234, b.id, true), at_b, *module_);
+    ASSERT_TRUE(poll_until({module_.get()}, [&] { return module_->count(AFMESH_NET_EV_IMM) == 1; }, "B's immediate"));
+    std::optional<NetEvent> imm = module_->take(AFMESH_NET_EV_IMM);
+    EXPECT_EQ(imm->conn, b.conn);
+    EXPECT_EQ(imm->imm, 0x1234u);
+    EXPECT_EQ(target.data()[1], 0xb1);
+
+    // Tagged for B, at A's endpoint: B's too when the endpoint is shared; else A's endpoint refuses it.
+    peer_->write(0xa1, target.rkey(), 0, fabric::write_data(0x5678, b.id, true), at_a, *module_);
+    if (a.endpoint == b.endpoint) {
+        ASSERT_TRUE(
+            poll_until({module_.get()}, [&] { return module_->count(AFMESH_NET_EV_IMM) == 1; }, "the second immediate"));
+        imm = module_->take(AFMESH_NET_EV_IMM);
+        EXPECT_EQ(imm->conn, b.conn);
+        EXPECT_EQ(imm->imm, 0x5678u);
+    } else {
+        ASSERT_TRUE(poll_until({module_.get()}, [&] { return module_->count(AFMESH_NET_EV_CONN_ERROR, a.conn) == 1; },
+                               "A to fail"));
+        const std::string reason = module_->take(AFMESH_NET_EV_CONN_ERROR, a.conn)->reason;
+        EXPECT_NE(reason.find("tagged a write for connection " + std::to_string(b.id)), std::string::npos) << reason;
+        EXPECT_EQ(module_->count(AFMESH_NET_EV_IMM), 0u);
+    }
+    EXPECT_EQ(module_->count(AFMESH_NET_EV_CONN_ERROR, b.conn), 0u);
+    for (const Offered &o : offered) EXPECT_EQ(module_->ops().close(module_->ctx(), o.conn), AFMESH_HAL_OK);
 }
 
 }  // namespace

@@ -61,9 +61,9 @@ TEST(FabricWire, ForgedHeadersAreRefusedWithAReason) {
     other_magic[0] ^= 0xff;
     expect_refused(other_magic, "without the fabric transport's magic");
 
-    std::vector<uint8_t> version_1 = bytes;  // a peer from before IMM messages is not heard
-    version_1[4] = 1;
-    expect_refused(version_1, "type 3 message of fabric wire protocol 1 (this module speaks 2)");
+    std::vector<uint8_t> version_2 = bytes;  // a peer from before tagged writes is not heard
+    version_2[4] = 2;
+    expect_refused(version_2, "type 3 message of fabric wire protocol 2 (this module speaks 3)");
 
     for (uint8_t type : {uint8_t{0}, uint8_t{7}, uint8_t{255}}) {
         std::vector<uint8_t> unknown = bytes;
@@ -80,7 +80,7 @@ TEST(FabricWire, ForgedHeadersAreRefusedWithAReason) {
 // answer a HELLO of any version with REJECT, and a client can read a REJECT
 // of any version: both are decoded whatever their version byte says.
 TEST(FabricWire, HelloAndRejectOfAnyVersionAreReadSoPeersCanSayTheyDiffer) {
-    for (uint8_t version : {uint8_t{1}, uint8_t{3}, uint8_t{255}}) {
+    for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{4}, uint8_t{255}}) {
         SCOPED_TRACE(static_cast<int>(version));
         for (MessageType type : {MessageType::kHello, MessageType::kReject}) {
             std::vector<uint8_t> bytes = message(type, type == MessageType::kHello ? 0 : 7, 9,

@@ -692,6 +692,33 @@ TEST_P(TransportConformance, PeerCloseFailsTheConnectionOnce) {
     EXPECT_EQ(ops().close(a_->ctx(), link.client), AFMESH_HAL_OK);
 }
 
+// A peer that vanishes without a goodbye (its process died) may leave
+// operations for it refused, failed or held inside the transport; none of
+// that may hold back another connection of the same context (libfabric's
+// rxm, for one, refuses sends while it tries to reconnect).
+TEST_P(TransportConformance, AVanishedPeerHoldsUpNoOtherConnection) {
+    std::unique_ptr<NetEndpoint> doomed;
+    open_endpoint(&doomed);
+    ASSERT_FALSE(HasFatalFailure());
+    Link to_doomed, to_b;
+    ASSERT_TRUE(connect(*a_, *doomed, &to_doomed));
+    ASSERT_TRUE(connect(*a_, *b_, &to_b));
+    doomed.reset();
+    const uint8_t message[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 0; i < 64; ++i)
+        if (ops().send(a_->ctx(), to_doomed.client, message, sizeof message, 0, 0) != AFMESH_HAL_OK) break;
+    a_->poll_once();
+    ASSERT_EQ(post_retrying(both(), [&] { return ops().send(a_->ctx(), to_b.client, message, sizeof message, 0, 0); }),
+              AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_RECV, to_b.server) == 1; }, "the message on the other connection"));
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_RECV, to_b.server)->data, std::vector<uint8_t>(message, message + sizeof message));
+    EXPECT_EQ(ops().close(a_->ctx(), to_doomed.client), AFMESH_HAL_OK);
+    EXPECT_EQ(ops().close(a_->ctx(), to_b.client), AFMESH_HAL_OK);
+    EXPECT_EQ(ops().close(b_->ctx(), to_b.server), AFMESH_HAL_OK);
+}
+
 TEST_P(TransportConformance, CloseDropsOutstandingOperations) {
     Link link;
     ASSERT_TRUE(connect(*a_, *b_, &link));

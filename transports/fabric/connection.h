@@ -52,6 +52,8 @@ struct Connection {
     std::vector<HeldEvent> held;
     // Transmit operations in flight that point at this connection.
     std::atomic<uint32_t> outstanding{0};
+    // Its operations in the endpoint's backlog; guarded by the endpoint's transmit lock.
+    size_t backlogged = 0;
 };
 
 }  // namespace afmesh::fabric

@@ -82,8 +82,11 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     fabric_.mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
     fabric_.inject_size = info->tx_attr->inject_size;
     fabric_.tx_depth = std::clamp<size_t>(info->tx_attr->size, 16, kMaxTxDepth);
+    fabric_.rx_depth = info->rx_attr->size;
     fabric_.recv_consumes_data = (info->mode & FI_RX_CQ_DATA) != 0;
     fabric_.unique_names = strcmp(info->fabric_attr->prov_name, "shm") == 0;
+    fabric_.tagged_writes = info->domain_attr->cq_data_size >= sizeof(uint64_t);
+    if ((rc = choose_endpoints(why)) != AFMESH_HAL_OK) return rc;
     registrar_ = std::make_unique<Registrar>(fabric_);
     const char *timeout = host_config("AFMESH_CONNECT_TIMEOUT_MS");
     handshake_ns_ = (timeout ? strtoull(timeout, nullptr, 10) : kDefaultHandshakeMs) * 1'000'000;
@@ -97,6 +100,29 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     caps->recv_depth = static_cast<uint32_t>(Endpoint::recv_depth());
     caps->max_addr_size = kMaxAddressBlob;
     caps->max_write_size = info->ep_attr->max_msg_size;
+    return AFMESH_HAL_OK;
+}
+
+int Context::choose_endpoints(Reason *why) {
+    const char *asked = host_config("AFMESH_FABRIC_ENDPOINTS");
+    const std::string choice = asked && *asked ? asked : "auto";
+    if (choice == "auto") {
+        // Why not over shm: context.h.
+        fabric_.shared_endpoint = fabric_.tagged_writes && strcmp(fabric_.info->fabric_attr->prov_name, "shm") != 0;
+    } else if (choice == "shared") {
+        fabric_.shared_endpoint = true;
+        if (!fabric_.tagged_writes) {
+            why->format("AFMESH_FABRIC_ENDPOINTS=shared: provider %s delivers %zu bytes of remote CQ data, and a "
+                        "shared endpoint needs 8 to tell connections apart (use auto or per-connection)",
+                        fabric_.info->fabric_attr->prov_name, fabric_.info->domain_attr->cq_data_size);
+            return AFMESH_HAL_INVALID_ARGUMENT;
+        }
+    } else if (choice == "per-connection") {
+        fabric_.shared_endpoint = false;
+    } else {
+        why->format("AFMESH_FABRIC_ENDPOINTS=%s: expected auto, shared or per-connection", choice.c_str());
+        return AFMESH_HAL_INVALID_ARGUMENT;
+    }
     return AFMESH_HAL_OK;
 }
 
@@ -160,6 +186,23 @@ int Context::add_endpoint(Endpoint **out, Reason *why) {
     return AFMESH_HAL_OK;
 }
 
+int Context::shared_endpoint(Endpoint **out, Reason *why) {
+    if (!shared_) {
+        if (int rc = add_endpoint(&shared_, why); rc != AFMESH_HAL_OK) {
+            shared_ = nullptr;
+            return rc;
+        }
+    }
+    *out = shared_;
+    return AFMESH_HAL_OK;
+}
+
+int Context::endpoint_for_connection(Endpoint **out, Reason *why) {
+    if (!fabric_.shared_endpoint) return add_endpoint(out, why);
+    if (int rc = shared_endpoint(out, why); rc != AFMESH_HAL_OK) return rc;
+    return (*out)->serve(connections_.size() + 1, why);
+}
+
 int Context::listen(void *addr, size_t *addr_len) {
     if (!addr || !addr_len) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: null address buffer");
     std::lock_guard lock(mu_);
@@ -169,10 +212,11 @@ int Context::listen(void *addr, size_t *addr_len) {
                           kMaxAddressBlob, *addr_len);
     Reason why;
     Endpoint *listener = nullptr;
-    if (int rc = add_endpoint(&listener, &why); rc != AFMESH_HAL_OK) return host_error(rc, "listen: %s", why.text);
+    const int rc = fabric_.shared_endpoint ? shared_endpoint(&listener, &why) : add_endpoint(&listener, &why);
+    if (rc != AFMESH_HAL_OK) return host_error(rc, "listen: %s", why.text);
     std::vector<uint8_t> blob;
     if (!encode_address(fabric_.info->addr_format, listener->raw_address(), &blob)) {
-        remove_endpoint(listener);
+        if (listener != shared_) remove_endpoint(listener);
         return host_error(AFMESH_HAL_ERROR, "listen: the provider's address does not fit an address blob");
     }
     memcpy(addr, blob.data(), blob.size());
@@ -208,14 +252,14 @@ bool Context::insert_peer(const uint8_t *blob, size_t len, fi_addr_t *out, Reaso
            insert_address(raw, out, why) == AFMESH_HAL_OK;
 }
 
-// A connection with its own endpoint, registered under a fresh id.
+// A connection, with the endpoint it uses, registered under a fresh id.
 Connection *Context::new_connection(fi_addr_t peer, Reason *why) {
     Endpoint *endpoint = nullptr;
-    if (add_endpoint(&endpoint, why) != AFMESH_HAL_OK) return nullptr;
+    if (endpoint_for_connection(&endpoint, why) != AFMESH_HAL_OK) return nullptr;
     while (next_id_ == 0 || connections_.count(next_id_)) ++next_id_;
     auto *conn = new Connection(endpoint, peer, next_id_++);
     connections_.emplace(conn->id, conn);
-    endpoint->owner = conn;
+    if (endpoint != shared_) endpoint->owner = conn;
     return conn;
 }
 
@@ -358,7 +402,7 @@ int Context::write_imm(afmesh_net_conn *handle, const void *src, size_t bytes, a
         op.bytes = bytes;
         op.remote_addr = dst->addr + dst_offset;
         op.key = dst->key;
-        op.imm = imm;
+        op.data = write_data(imm, conn->remote_id, fabric_.tagged_writes);
     }
     op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0;
     op.cookie = cookie;
@@ -439,15 +483,16 @@ int Context::describe(char *buf, size_t len) {
     snprintf(buf, len,
              "%s"
              "using provider %s, domain %s (%s), libfabric %u.%u\n"
-             "registration modes: %s; remote CQ data %zu bytes (4 used for the immediate)%s\n"
+             "registration modes: %s; remote CQ data %zu bytes (%s)%s\n"
              "writes up to %zu B are injected (copied when posted); messages up to %u B\n"
              "progress: manual, driven by poll(); %s\n"
              "device memory: %s\n"
-             "endpoints open: %zu (one per connection, plus the listener)\n",
+             "endpoints open: %zu (%s)\n",
              selection_.survey.c_str(), info->fabric_attr->prov_name, info->domain_attr->name,
              requested ? "AFMESH_FABRIC_PROVIDER" : "libfabric's choice; set AFMESH_FABRIC_PROVIDER",
              FI_MAJOR(fi_version()), FI_MINOR(fi_version()), mr_mode_names(fabric_.mr_mode).c_str(),
              info->domain_attr->cq_data_size,
+             fabric_.tagged_writes ? "the immediate, tagged with the target connection" : "the immediate",
              fabric_.recv_consumes_data ? "; remote writes consume posted receives (FI_RX_CQ_DATA)" : "",
              fabric_.inject_size, kMaxSendSize,
              fabric_.wait_fd ? "wait fd: epoll over each CQ's FI_WAIT_FD, armed with fi_trywait"
@@ -456,7 +501,10 @@ int Context::describe(char *buf, size_t len) {
                              : ("host only, the engine stages device memory; runtimes: " + hmem_.summary() +
                                 (hmem_.any() ? "; the provider did not grant FI_HMEM" : ""))
                                    .c_str(),
-             endpoints);
+             endpoints,
+             fabric_.shared_endpoint ? "one shared by every connection"
+             : fabric_.tagged_writes ? "one per connection, plus the listener (AFMESH_FABRIC_ENDPOINTS)"
+                                     : "one per connection, plus the listener: 4-byte CQ data cannot name a connection");
     return AFMESH_HAL_OK;
 }
 

@@ -2,6 +2,22 @@
 // fabric, domain and address vector, its endpoints, every connection, and
 // the progress poll() drives.
 //
+// Endpoints: where the provider delivers 8 bytes of remote CQ data, one
+// endpoint serves every connection: messages name their connection in the
+// header, writes in the CQ data's high word (wire.h). With 4 bytes a write
+// could not name its connection, so each connection end gets an endpoint of
+// its own, which attributes every write it receives, plus a listener that
+// only receives HELLOs. Sharing is what scales: an rxm endpoint holds
+// megabytes of buffer pools. But it also shares the provider's queues, so
+// it needs a provider that keeps peers apart inside an endpoint: rxm does
+// (a connection per peer); shm 1.17 does not (one response queue per
+// endpoint, read in order, so a peer killed with operations unanswered
+// stalls the endpoint for every other peer: seen as a surviving server
+// that heard nothing more from its workers after the other server was
+// killed), and there endpoints stay per connection unless
+// AFMESH_FABRIC_ENDPOINTS=shared asks. AFMESH_FABRIC_ENDPOINTS=per-connection
+// forces the other way anywhere.
+//
 // Progress is manual: poll() (the core's NetRecv thread) drains each
 // endpoint's backlog and reads its CQ with a bounded budget. With FI_WAIT_FD
 // CQs the wait fd is an epoll set over every CQ's fd, an eventfd posting
@@ -75,10 +91,16 @@ private:
 
     Context() = default;
     int open_fabric(afmesh_net_caps *caps, Reason *why);
+    /** Shared or per-connection endpoints: AFMESH_FABRIC_ENDPOINTS and what the provider allows. */
+    int choose_endpoints(Reason *why);
     int open_wait_set(Reason *why);
 
     // --- with mu_ held ---
     int add_endpoint(Endpoint **out, Reason *why);
+    /** The shared endpoint, opened on first use. */
+    int shared_endpoint(Endpoint **out, Reason *why);
+    /** The endpoint a new connection uses: the shared one (serving one more), or its own. */
+    int endpoint_for_connection(Endpoint **out, Reason *why);
     void remove_endpoint(Endpoint *endpoint);
     void free_closed();
     void release_held(Connection *conn);
@@ -99,7 +121,11 @@ private:
     void on_error(Endpoint *endpoint);
     void on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure);
     void on_remote_write(Endpoint *endpoint, uint64_t data);
+    /** EV_IMM for `conn` now, or once the caller may see the connection. */
+    void deliver_imm(Connection *conn, uint32_t imm);
     bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len);
+    /** The connection a message received at `endpoint` is for; null when stale or not ours. */
+    Connection *addressee(Endpoint *endpoint, const Header &header);
     void on_hello(const Header &header, const uint8_t *payload, size_t len);
     /** Answers a HELLO of another wire version with REJECT, so its connect fails at once, saying why. */
     void reject(const Header &hello, const uint8_t *payload, size_t len);
@@ -122,8 +148,9 @@ private:
 
     std::mutex mu_;
     // --- guarded by mu_ ---
-    std::vector<std::unique_ptr<Endpoint>> endpoints_;  // the listener and one per connection
-    Endpoint *listener_ = nullptr;  // receives HELLOs; opened by listen()
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;  // the shared one, or the listener and one per connection
+    Endpoint *shared_ = nullptr;    // when shared: opened by the first listen() or connect()
+    Endpoint *listener_ = nullptr;  // receives HELLOs; set by listen()
     uint32_t next_id_ = 1;
     std::unordered_map<uint32_t, Connection *> connections_;  // live (not closed) connections by id
     std::map<std::vector<uint8_t>, fi_addr_t> addresses_;      // raw address -> AV entry

@@ -33,13 +33,15 @@ int name_uniquely(fid_ep *ep) {
     return fi_setname(&ep->fid, name, strlen(name) + 1);
 }
 
-// Posted receives per endpoint (one connection's). Messages are small
-// control and metadata records; providers buffer unexpected ones beyond this.
+// Posted receives per connection. Messages are small control and metadata
+// records; providers buffer unexpected ones beyond this.
 constexpr size_t kRecvSlots = 32;
-// Message buffers per endpoint for sends in flight.
+// Message buffers per endpoint for sends in flight (more wait in the backlog).
 constexpr size_t kBounceSlots = 32;
 // Operations queued behind a provider that pushes back before the caller sees AGAIN.
 constexpr size_t kMaxBacklog = 65536;
+// Connections one drain() may find held back before it leaves the rest for the next poll.
+constexpr size_t kMaxHeldPerDrain = 16;
 // Room for every transmit and receive completion plus remote writes arriving between polls.
 constexpr size_t kCqSize = 4096;
 
@@ -48,7 +50,7 @@ constexpr size_t kCqSize = 4096;
 size_t Endpoint::recv_depth() { return kRecvSlots; }
 
 int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoint> *out, Reason *why) {
-    std::unique_ptr<Endpoint> e(new Endpoint(fabric));
+    std::unique_ptr<Endpoint> e(new Endpoint(fabric, registrar));
     fi_cq_attr cq_attr{};
     cq_attr.size = kCqSize;
     cq_attr.format = FI_CQ_FORMAT_DATA;
@@ -86,17 +88,11 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
     }
     e->raw_address_.resize(len);
 
-    e->recv_memory_ = std::make_unique<uint8_t[]>(kRecvSlots * kMessageBufferSize);
     e->bounce_memory_ = std::make_unique<uint8_t[]>(kBounceSlots * kMessageBufferSize);
-    if (int status = registrar.register_raw(e->recv_memory_.get(), kRecvSlots * kMessageBufferSize, AFMESH_MEM_HOST,
-                                            -1, FI_RECV, &e->recv_mr_, why);
-        status != AFMESH_HAL_OK)
-        return status;
     if (int status = registrar.register_raw(e->bounce_memory_.get(), kBounceSlots * kMessageBufferSize,
                                             AFMESH_MEM_HOST, -1, FI_SEND, &e->bounce_mr_, why);
         status != AFMESH_HAL_OK)
         return status;
-    e->recv_desc_ = fi_mr_desc(e->recv_mr_);
     e->bounce_desc_ = fi_mr_desc(e->bounce_mr_);
     for (size_t i = 0; i < kBounceSlots; ++i) e->free_bounces_.push_back(static_cast<int>(i));
     e->ops_.resize(fabric.tx_depth);
@@ -104,16 +100,7 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
         op.next_free = e->free_ops_;
         e->free_ops_ = &op;
     }
-    e->recv_slots_.resize(kRecvSlots);
-    for (size_t i = 0; i < kRecvSlots; ++i) {
-        RecvSlot &slot = e->recv_slots_[i];
-        slot.data = e->recv_memory_.get() + i * kMessageBufferSize;
-        rc = fi_recv(e->ep_, slot.data, kMessageBufferSize, e->recv_desc_, FI_ADDR_UNSPEC, &slot.fi);
-        if (rc != 0) {
-            why->format("posting receive %zu of %zu: %s", i, kRecvSlots, fi_strerror(-rc));
-            return AFMESH_HAL_ERROR;
-        }
-    }
+    if (int status = e->serve(1, why); status != AFMESH_HAL_OK) return status;
     *out = std::move(e);
     return AFMESH_HAL_OK;
 }
@@ -122,13 +109,52 @@ Endpoint::~Endpoint() {
     // The endpoint first: closing it cancels what is still posted on it.
     if (ep_) fi_close(&ep_->fid);
     if (cq_) fi_close(&cq_->fid);
-    if (recv_mr_) fi_close(&recv_mr_->fid);
+    recv_slabs_.clear();
     if (bounce_mr_) fi_close(&bounce_mr_->fid);
+}
+
+Endpoint::RecvSlab::~RecvSlab() {
+    if (mr) fi_close(&mr->fid);
+}
+
+int Endpoint::serve(size_t connections, Reason *why) {
+    const size_t most = std::max(fabric_.rx_depth, kRecvSlots);  // what the provider's queue holds
+    const size_t wanted = std::min(connections * kRecvSlots, most);
+    if (receives_ >= wanted) return AFMESH_HAL_OK;
+    // Doubling keeps the slabs few.
+    return add_receives(std::min(std::max(wanted, 2 * receives_), most) - receives_, why);
+}
+
+int Endpoint::add_receives(size_t count, Reason *why) {
+    auto slab = std::make_unique<RecvSlab>();
+    slab->memory = std::make_unique<uint8_t[]>(count * kMessageBufferSize);
+    if (int status = registrar_.register_raw(slab->memory.get(), count * kMessageBufferSize, AFMESH_MEM_HOST, -1,
+                                             FI_RECV, &slab->mr, why);
+        status != AFMESH_HAL_OK)
+        return status;
+    void *desc = fi_mr_desc(slab->mr);
+    slab->slots.resize(count);
+    // Kept before posting: a receive posted is the endpoint's until it closes.
+    recv_slabs_.push_back(std::move(slab));
+    std::vector<RecvSlot> &slots = recv_slabs_.back()->slots;
+    for (size_t i = 0; i < count; ++i) {
+        RecvSlot &slot = slots[i];
+        slot.data = recv_slabs_.back()->memory.get() + i * kMessageBufferSize;
+        slot.desc = desc;
+        const int rc = static_cast<int>(fi_recv(ep_, slot.data, kMessageBufferSize, desc, FI_ADDR_UNSPEC, &slot.fi));
+        if (rc != 0) {
+            why->format("posting receive %zu of %zu: %s", receives_ + i, receives_ + count, fi_strerror(-rc));
+            receives_ += i;
+            return AFMESH_HAL_ERROR;
+        }
+    }
+    receives_ += count;
+    return AFMESH_HAL_OK;
 }
 
 int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
     std::lock_guard lock(tx_mu_);
-    if (backlog_.empty()) {
+    if (!op.conn || op.conn->backlogged == 0) {
         const int rc = post_locked(op, why);
         if (rc != AFMESH_HAL_AGAIN) return rc;
     }
@@ -139,6 +165,7 @@ int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
         op.copy.assign(src, src + op.bytes);
         op.desc = nullptr;  // injected: no registration needed
     }
+    if (op.conn) ++op.conn->backlogged;
     backlog_.push_back(std::move(op));
     *queued = true;
     return AFMESH_HAL_OK;
@@ -170,7 +197,7 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
         msg.rma_iov = &target;
         msg.rma_iov_count = 1;
         msg.context = &ctx->fi;
-        msg.data = op.imm;
+        msg.data = op.data;
         // Every operation completes with its context (so errors name their
         // connection), and only once the target has placed the data
         // (FI_DELIVERY_COMPLETE): a target refusing the key then fails the
@@ -200,16 +227,31 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
 
 void Endpoint::drain(std::vector<std::pair<Connection *, Failure>> *failed) {
     std::lock_guard lock(tx_mu_);
-    while (!backlog_.empty()) {
-        Failure failure;
-        Outgoing &op = backlog_.front();
-        const int rc = post_locked(op, &failure.reason);
-        if (rc == AFMESH_HAL_AGAIN) return;
-        if (rc != AFMESH_HAL_OK && op.conn) {
-            failure.status = rc;
-            failed->emplace_back(op.conn, failure);
+    // Connections whose next operation the provider refused this time: the
+    // rest of theirs wait behind it. Bounded, so a provider that refuses
+    // everything costs a few calls per poll, not one per queued operation.
+    std::vector<const Connection *> held;
+    for (auto it = backlog_.begin(); it != backlog_.end() && free_ops_;) {
+        if (std::find(held.begin(), held.end(), it->conn) != held.end()) {
+            ++it;
+            continue;
         }
-        backlog_.pop_front();
+        Failure failure;
+        const int rc = post_locked(*it, &failure.reason);
+        if (rc == AFMESH_HAL_AGAIN) {
+            if (held.size() == kMaxHeldPerDrain) return;
+            held.push_back(it->conn);
+            ++it;
+            continue;
+        }
+        if (it->conn) {
+            --it->conn->backlogged;
+            if (rc != AFMESH_HAL_OK) {
+                failure.status = rc;
+                failed->emplace_back(it->conn, failure);
+            }
+        }
+        it = backlog_.erase(it);
     }
 }
 
@@ -218,10 +260,15 @@ bool Endpoint::has_backlog() {
     return !backlog_.empty();
 }
 
-void Endpoint::drop_backlog_of(const Connection *conn) {
+bool Endpoint::has_backlog_of(const Connection *conn) {
     std::lock_guard lock(tx_mu_);
-    backlog_.erase(std::remove_if(backlog_.begin(), backlog_.end(), [&](const Outgoing &op) { return op.conn == conn; }),
-                   backlog_.end());
+    return conn->backlogged != 0;
+}
+
+void Endpoint::drop_backlog_of(Connection *conn) {
+    std::lock_guard lock(tx_mu_);
+    backlog_.remove_if([&](const Outgoing &op) { return op.conn == conn; });
+    conn->backlogged = 0;
 }
 
 Endpoint::Finished Endpoint::release(TxOp *op) {
@@ -249,15 +296,20 @@ T *element_at(std::vector<T> &items, const void *address) {
 
 }  // namespace
 
-// Both arrays are sized when the endpoint opens and never move.
+// Neither array moves once its operations are posted.
 TxOp *Endpoint::transmit_op(void *context) { return element_at(ops_, context); }
-RecvSlot *Endpoint::receive_slot(void *context) { return element_at(recv_slots_, context); }
+
+RecvSlot *Endpoint::receive_slot(void *context) {
+    for (auto &slab : recv_slabs_)
+        if (RecvSlot *slot = element_at(slab->slots, context)) return slot;
+    return nullptr;
+}
 
 void Endpoint::repost(RecvSlot *slot) {
     int rc;
     // A receive queue never holds more than it was given: -FI_EAGAIN here
     // means the provider needs progress first, which the next CQ read makes.
-    for (int attempt = 0; (rc = static_cast<int>(fi_recv(ep_, slot->data, kMessageBufferSize, recv_desc_,
+    for (int attempt = 0; (rc = static_cast<int>(fi_recv(ep_, slot->data, kMessageBufferSize, slot->desc,
                                                          FI_ADDR_UNSPEC, &slot->fi))) == -FI_EAGAIN &&
                           attempt < 16;
          ++attempt)

@@ -1,18 +1,17 @@
 // One RDM endpoint with its own completion queue, posted receive buffers,
 // transmit operation contexts and bounce buffers for messages.
 //
-// Why one endpoint (and CQ) per connection end: a remote write's completion
-// carries the immediate but, in practice, not a trustworthy source: with
-// libfabric 1.17, tcp;ofi_rxm reports source 0 for every remote write with
-// CQ data, whatever FI_SOURCE promises, and shm reports 0 for a peer not yet
-// in the AV. An endpoint that serves exactly one connection attributes every
-// write it receives without asking the provider who sent it. Besides those,
-// a context has one listening endpoint, which only receives HELLOs.
+// A context opens either one endpoint that every connection shares, or one
+// per connection end plus a listener (context.h says when). Shared, it keeps
+// recv_depth receives posted per connection, up to the provider's receive
+// queue size; beyond that the provider holds unexpected messages.
 //
 // Transmit path (any thread, under tx_mu_): an operation is posted at once
-// when the provider takes it, else kept in an ordered backlog that poll()
-// drains; only a full backlog makes the caller see AGAIN. -FI_EAGAIN is
-// therefore never spun on.
+// when the provider takes it and nothing of its connection waits, else kept
+// in a backlog that poll() drains in order per connection; only a full
+// backlog makes the caller see AGAIN. -FI_EAGAIN is therefore never spun
+// on, and one connection the provider holds back (rxm reconnecting to a
+// dead peer) holds back no other connection sharing the endpoint.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -20,7 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -42,7 +41,8 @@ struct OpContext {
 };
 
 struct RecvSlot : OpContext {
-    uint8_t *data = nullptr;  // kMessageBufferSize bytes inside the endpoint's receive slab
+    uint8_t *data = nullptr;  // kMessageBufferSize bytes inside one of the endpoint's receive slabs
+    void *desc = nullptr;     // that slab's registration descriptor
 };
 
 struct TxOp : OpContext {
@@ -58,12 +58,12 @@ struct Outgoing {
     bool is_write = false;
     Connection *conn = nullptr;
     fi_addr_t dest = FI_ADDR_UNSPEC;
-    // Writes: the source (inside `copy` when it was copied), target and immediate.
+    // Writes: the source (inside `copy` when it was copied), target and remote CQ data.
     const void *src = nullptr;
     size_t bytes = 0;
     void *desc = nullptr;
     uint64_t remote_addr = 0, key = 0;
-    uint32_t imm = 0;
+    uint64_t data = 0;
     uint32_t event = 0;
     uint64_t cookie = 0;
     // Messages: header and payload. Inline writes: their bytes, once deferred.
@@ -74,8 +74,14 @@ class Endpoint {
 public:
     /** Opens and enables an endpoint with its CQ, and posts its receives. */
     static int open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoint> *out, Reason *why);
-    /** Receives each endpoint keeps posted (caps.recv_depth). */
+    /** Receives an endpoint keeps posted per connection it serves (caps.recv_depth). */
     static size_t recv_depth();
+    /**
+     * Posts more receives until `connections` connections have recv_depth
+     * each, or the provider's receive queue is full; they stay posted until
+     * the endpoint closes. Call with the context's lock held.
+     */
+    int serve(size_t connections, Reason *why);
     ~Endpoint();
     Endpoint(const Endpoint &) = delete;
     Endpoint &operator=(const Endpoint &) = delete;
@@ -91,12 +97,14 @@ public:
      * must then drain). OK, AGAIN (backlog full) or an error with why. Any thread.
      */
     int submit(Outgoing &&op, bool *queued, Reason *why);
-    /** poll(): posts what the backlog holds until the provider pushes back; reports failed posts. */
+    /** poll(): posts what the backlog holds, each connection's in order, as the provider takes it; reports failed posts. */
     void drain(std::vector<std::pair<Connection *, Failure>> *failed);
     /** Whether the backlog holds operations (poll() must come back). */
     bool has_backlog();
+    /** Whether the backlog holds operations of `conn` (it cannot be freed yet). */
+    bool has_backlog_of(const Connection *conn);
     /** close(): forgets the backlog's operations for `conn`. */
-    void drop_backlog_of(const Connection *conn);
+    void drop_backlog_of(Connection *conn);
 
     /** What a finished transmit was for. */
     struct Finished {
@@ -121,30 +129,48 @@ public:
     /** Gives `slot` back to the provider after its message has been consumed. */
     void repost(RecvSlot *slot);
 
-    /** The connection this endpoint serves; null for the listener. Guarded by the context's lock. */
+    /**
+     * The one connection this endpoint serves; null for a listener and for a
+     * shared endpoint. Guarded by the context's lock.
+     */
     Connection *owner = nullptr;
 
 private:
-    explicit Endpoint(Fabric &fabric) : fabric_(fabric) {}
+    /** Receive buffers registered and posted together; never moved once posted. */
+    struct RecvSlab {
+        std::unique_ptr<uint8_t[]> memory;
+        fid_mr *mr = nullptr;
+        std::vector<RecvSlot> slots;
+        ~RecvSlab();
+    };
+
+    Endpoint(Fabric &fabric, Registrar &registrar) : fabric_(fabric), registrar_(registrar) {}
     int post_locked(Outgoing &op, Reason *why);
+    /** Registers and posts `count` more receive buffers. */
+    int add_receives(size_t count, Reason *why);
 
     Fabric &fabric_;
+    Registrar &registrar_;
     fid_ep *ep_ = nullptr;
     fid_cq *cq_ = nullptr;
     int wait_fd_ = -1;
     std::vector<uint8_t> raw_address_;
 
-    std::unique_ptr<uint8_t[]> recv_memory_, bounce_memory_;
-    fid_mr *recv_mr_ = nullptr, *bounce_mr_ = nullptr;
-    void *recv_desc_ = nullptr, *bounce_desc_ = nullptr;
-    std::vector<RecvSlot> recv_slots_;
+    // Guarded by the context's lock (receives are posted and reaped in poll()).
+    // Each slab as large as all before it: few to search for a completion's slot.
+    std::vector<std::unique_ptr<RecvSlab>> recv_slabs_;
+    size_t receives_ = 0;
+
+    std::unique_ptr<uint8_t[]> bounce_memory_;
+    fid_mr *bounce_mr_ = nullptr;
+    void *bounce_desc_ = nullptr;
 
     std::mutex tx_mu_;
     // --- guarded by tx_mu_ ---
     std::vector<TxOp> ops_;
     TxOp *free_ops_ = nullptr;
     std::vector<int> free_bounces_;
-    std::deque<Outgoing> backlog_;
+    std::list<Outgoing> backlog_;  // erased from the middle: a held-back connection's operations stay
 };
 
 }  // namespace afmesh::fabric

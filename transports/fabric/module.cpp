@@ -2,9 +2,11 @@
 // that forwards to Context (transports/common/net_module.h).
 #include "context.h"
 #include "host.h"
+#include "wire.h"
 
 namespace {
-constexpr const char *kVersion = "0.1.0 (libfabric RDM endpoints, wire protocol 2)";
+constexpr const char *kVersion = "0.1.0 (libfabric RDM endpoints, wire protocol 3)";
+static_assert(afmesh::fabric::kWireVersion == 3, "kVersion names the wire protocol");
 }  // namespace
 
 extern "C" AFMESH_MODULE_EXPORT int afmesh_module_query(uint32_t host_abi_major, const afmesh_host_services *host,

@@ -96,12 +96,13 @@ void Context::release_held(Connection *conn) {
     conn->held.clear();
 }
 
-// Frees closed connections no operation refers to any more, with their
+// Frees closed connections no operation refers to any more, with their own
 // endpoints. The backlog counts too: a close's BYE may still wait there.
 void Context::free_closed() {
     std::erase_if(closed_, [&](Connection *conn) {
-        if (conn->outstanding.load(std::memory_order_acquire) != 0 || conn->endpoint->has_backlog()) return false;
-        remove_endpoint(conn->endpoint);
+        if (conn->outstanding.load(std::memory_order_acquire) != 0 || conn->endpoint->has_backlog_of(conn))
+            return false;
+        if (conn->endpoint->owner == conn) remove_endpoint(conn->endpoint);
         delete conn;
         return true;
     });
@@ -122,7 +123,7 @@ int Context::poll(afmesh_net_event *events, int max) {
         [[maybe_unused]] ssize_t a = read(wake_fd_, &count, sizeof count);
         [[maybe_unused]] ssize_t b = read(timer_fd_, &count, sizeof count);
     }
-    // By index: a HELLO handled here opens an endpoint for its connection.
+    // By index: a HELLO handled here may open an endpoint for its connection.
     for (size_t i = 0; i < endpoints_.size(); ++i) progress(endpoints_[i].get());
     take_poster_failures();
     expire_handshakes();
@@ -210,24 +211,45 @@ void Context::on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure) 
 }
 
 void Context::on_remote_write(Endpoint *endpoint, uint64_t data) {
+    const uint32_t imm = static_cast<uint32_t>(data);
+    if (endpoint == shared_) {
+        // The bytes landed in a registered region (the provider checked the
+        // key and bounds); only the tag says which connection they are for.
+        auto it = connections_.find(write_target(data));
+        if (it == connections_.end()) {
+            host_log(AFMESH_LOG_DEBUG, "a write for connection %" PRIu32 " (closed or not ours); its immediate is dropped",
+                     write_target(data));
+            return;
+        }
+        deliver_imm(it->second, imm);
+        return;
+    }
     Connection *conn = endpoint->owner;
     if (!conn) {
-        // The bytes landed in a registered region (the provider checked the
-        // key and bounds); at the listener no connection is named.
         host_log(AFMESH_LOG_WARN, "a remote write to the listening endpoint; its immediate is dropped");
         return;
     }
-    if (data > UINT32_MAX) {
-        fail(conn, AFMESH_HAL_PEER_FAILED, "the peer sent more than a 32-bit immediate");
+    if (fabric_.tagged_writes ? write_target(data) != conn->id : data > UINT32_MAX) {
+        Reason why;
+        why.format("the peer tagged a write for connection %" PRIu32 ", not this one (%" PRIu32 ")", write_target(data),
+                   conn->id);
+        fail(conn, AFMESH_HAL_PEER_FAILED, why.text);
         return;
     }
-    HeldEvent event;
-    event.event.type = AFMESH_NET_EV_IMM;
-    event.event.imm = static_cast<uint32_t>(data);
+    deliver_imm(conn, imm);
+}
+
+void Context::deliver_imm(Connection *conn, uint32_t imm) {
     switch (conn->state.load(std::memory_order_acquire)) {
-    case Connection::State::kEstablished: push_event(AFMESH_NET_EV_IMM, conn, 0, event.event.imm); return;
+    case Connection::State::kEstablished: push_event(AFMESH_NET_EV_IMM, conn, 0, imm); return;
     case Connection::State::kConnecting:
-    case Connection::State::kIncoming: hold(conn, std::move(event)); return;
+    case Connection::State::kIncoming: {
+        HeldEvent event;
+        event.event.type = AFMESH_NET_EV_IMM;
+        event.event.imm = imm;
+        hold(conn, std::move(event));
+        return;
+    }
     default: return;  // failed or closed: nothing more is reported
     }
 }
@@ -242,16 +264,14 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     }
     const uint8_t *payload = slot->data + kHeaderSize;
     const size_t payload_len = len - kHeaderSize;
-    if (endpoint == listener_) {
-        if (header.type == MessageType::kHello && header.version != kWireVersion) reject(header, payload, payload_len);
-        else if (header.type == MessageType::kHello) on_hello(header, payload, payload_len);
-        else host_log(AFMESH_LOG_DEBUG, "dropping a type %u message at the listener", unsigned(header.type));
+    if (header.type == MessageType::kHello) {
+        if (endpoint != listener_) host_log(AFMESH_LOG_DEBUG, "dropping a HELLO: this endpoint does not listen");
+        else if (header.version != kWireVersion) reject(header, payload, payload_len);
+        else on_hello(header, payload, payload_len);
         return false;
     }
-    // At a connection's endpoint, only that connection's peer, under its ids, is heard.
-    Connection *conn = endpoint->owner;
-    if (!conn || header.type == MessageType::kHello || (header.dst_conn != 0 && header.dst_conn != conn->id) ||
-        (conn->remote_id != 0 && conn->remote_id != header.src_conn)) {
+    Connection *conn = addressee(endpoint, header);
+    if (!conn) {
         host_log(AFMESH_LOG_DEBUG, "dropping a type %u message for connection %" PRIu32 " (stale or not ours)",
                  static_cast<unsigned>(header.type), header.dst_conn);
         return false;
@@ -260,7 +280,7 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     switch (header.type) {
     case MessageType::kAccept: on_accept(conn, header, payload, payload_len); return false;
     case MessageType::kBye: fail(conn, AFMESH_HAL_PEER_FAILED, "the peer closed the connection"); return false;
-    case MessageType::kImm: on_remote_write(endpoint, load_le32(payload)); return false;
+    case MessageType::kImm: deliver_imm(conn, load_le32(payload)); return false;
     case MessageType::kReject:
         if (state == Connection::State::kConnecting) {
             Reason reason;
@@ -291,6 +311,19 @@ bool Context::on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) {
     case MessageType::kHello: break;  // refused above
     }
     return false;
+}
+
+// Only a connection's peer, under the ids both ends gave it, is heard on it.
+Connection *Context::addressee(Endpoint *endpoint, const Header &header) {
+    Connection *conn = nullptr;
+    if (endpoint == shared_) {
+        auto it = connections_.find(header.dst_conn);
+        if (it != connections_.end()) conn = it->second;
+    } else if (endpoint->owner && (header.dst_conn == 0 || header.dst_conn == endpoint->owner->id)) {
+        conn = endpoint->owner;
+    }
+    if (conn && conn->remote_id != 0 && conn->remote_id != header.src_conn) return nullptr;
+    return conn;
 }
 
 void Context::on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len) {

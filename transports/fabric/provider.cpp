@@ -64,7 +64,7 @@ const char *unusable_because(const fi_info *info) {
     if ((info->caps & FI_MSG) == 0) return "no FI_MSG messages";
     if (info->domain_attr->cq_data_size < kMinCqData) return "less than 4 bytes of remote CQ data";
     if (info->domain_attr->mr_mode & FI_MR_ENDPOINT)
-        return "requires FI_MR_ENDPOINT (regions bound to one endpoint; this module opens one per connection)";
+        return "requires FI_MR_ENDPOINT (regions bound to one endpoint; here a region serves every endpoint of a context)";
     if (info->domain_attr->mr_mode & ~(kMrModes | FI_MR_HMEM | FI_MR_BASIC | FI_MR_SCALABLE))
         return "requires a registration mode this module does not implement (e.g. FI_MR_RAW)";
     return nullptr;

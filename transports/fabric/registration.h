@@ -9,8 +9,9 @@
 //                   buffer registered here is caller-allocated;
 //  FI_MR_HMEM       device memory must be registered, with its FI_HMEM_*
 //                   interface given through fi_mr_regattr.
-// FI_MR_ENDPOINT (a region bound to one endpoint) is not requested: the
-// module opens an endpoint per connection, and a region serves them all.
+// FI_MR_ENDPOINT (a region bound to one endpoint) is not requested: a
+// context may open an endpoint per connection (context.h), and a region
+// serves them all.
 #pragma once
 
 #include <rdma/fi_domain.h>

@@ -3,9 +3,11 @@
 // endpoints with a handshake:
 //
 //   client endpoint C                       listener L
-//     HELLO(src=client id, blob=C's addr) ->  L inserts C into its AV, opens an
-//                                             endpoint S for the connection and
-//                                             queues it for accept() (EV_INCOMING)
+//     HELLO(src=client id, blob=C's addr) ->  L inserts C into its AV, picks the
+//                                             endpoint S that serves the
+//                                             connection (L itself when the
+//                                             endpoint is shared, else a new
+//                                             one) and queues it for accept()
 //     <- ACCEPT(dst, src=server id, blob=S's addr)   sent from S
 //   C inserts S; EV_CONNECTED; from here on C and S talk only to each other
 //     DATA(dst, src, payload) <->                 EV_RECV
@@ -20,7 +22,12 @@
 // no payload) never change; the header's version byte is the sender's.
 //
 // One-sided writes carry no header: the 32-bit immediate travels as remote
-// CQ data and the target attributes it to the connection its endpoint serves.
+// CQ data. Where the provider delivers 8 bytes of it, the high word names
+// the target's connection id (the receiver's, as in dst), which attributes
+// the write at a shared endpoint and is checked at a connection's own; with
+// 4 bytes the target attributes the write to the connection its endpoint
+// serves (no sharing). The write's source address is never relied on:
+// libfabric 1.17's tcp;ofi_rxm reports 0 for every remote write.
 // A zero-byte write touches no memory, so it travels as an IMM message
 // instead: libfabric 1.17's shm provider reports no remote CQ data for a
 // zero-length fi_writedata.
@@ -36,8 +43,8 @@
 
 namespace afmesh::fabric {
 
-/** 2: IMM messages (zero-byte writes); REJECT. */
-inline constexpr uint8_t kWireVersion = 2;
+/** 2: IMM messages (zero-byte writes); REJECT. 3: writes tagged with the target connection. */
+inline constexpr uint8_t kWireVersion = 3;
 inline constexpr size_t kHeaderSize = 16;
 /** Every receive buffer holds one message of this size, header included. */
 inline constexpr size_t kMessageBufferSize = 8192;
@@ -48,6 +55,13 @@ enum class MessageType : uint8_t { kHello = 1, kAccept = 2, kData = 3, kBye = 4,
 
 /** An IMM message's payload: the immediate, little-endian. */
 inline constexpr size_t kImmPayloadSize = 4;
+
+/** A write's remote CQ data: the immediate, tagged with the target connection when 8 bytes travel. */
+inline uint64_t write_data(uint32_t imm, uint32_t dst_conn, bool tagged) {
+    return tagged ? (uint64_t{dst_conn} << 32) | imm : imm;
+}
+/** The connection id a tagged write's CQ data names. */
+inline uint32_t write_target(uint64_t data) { return static_cast<uint32_t>(data >> 32); }
 
 struct Header {
     MessageType type = MessageType::kData;
