@@ -76,16 +76,24 @@ PollMode poll_mode(const std::string &name) {
     return mode;
 }
 
+// One timed block: `share` of --iters iterations (at least one), or of --seconds.
 struct Sampler {
     const Options &o;
+    int share = 1;
     int done = 0;
     uint64_t start = monotonic_ns();
     bool more() {
         ++done;
-        if (o.seconds > 0) return monotonic_ns() - start < static_cast<uint64_t>(o.seconds * 1e9);
-        return done <= o.iters;
+        if (o.seconds > 0) return monotonic_ns() - start < static_cast<uint64_t>(o.seconds / share * 1e9);
+        return done <= std::max(1, o.iters / share);
     }
 };
+
+// afmesh and the floor are timed in alternating blocks, each preceded by its
+// share of the warm-up, so that both see the same machine: on a shared host
+// the noise drifts over seconds, and one long run of each would compare two
+// different machines.
+constexpr int kBlocks = 8;
 
 class WorkerBench {
 public:
@@ -183,12 +191,15 @@ private:
         fprintf(stderr, "afmesh bench: worker %d: %s, %s polling\n", rank_, c.name.c_str(), poll.c_str());
         Row row{c.name, poll, (c.push + c.pull) * servers_, {}, {}, true};
         std::vector<uint64_t> ns, floor_ns;
-        for (int i = 0; i < o_.warmup; ++i) one(c, 0, nullptr);
-        for (Sampler s{o_}; s.more();) one(c, static_cast<uint32_t>(s.done), &ns);
-        enter_phase(poll, true);
-        for (int i = 0; i < o_.warmup; ++i) floor_once(c, nullptr);
-        for (Sampler s{o_}; s.more();) floor_once(c, &floor_ns);
-        enter_phase(poll, false);
+        const int warmup = (o_.warmup + kBlocks - 1) / kBlocks;
+        for (int block = 0; block < kBlocks; ++block) {
+            for (int i = 0; i < warmup; ++i) one(c, 0, nullptr);
+            for (Sampler s{o_, kBlocks}; s.more();) one(c, static_cast<uint32_t>(s.done), &ns);
+            enter_phase(poll, true);
+            for (int i = 0; i < warmup; ++i) floor_once(c, nullptr);
+            for (Sampler s{o_, kBlocks}; s.more();) floor_once(c, &floor_ns);
+            enter_phase(poll, false);
+        }
         row.afmesh = bench::summarize(ns);
         row.floor = bench::summarize(floor_ns);
         return row;
