@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -104,42 +105,19 @@ public:
         fabric::encode_header(header, outgoing_.data());
         outgoing_[4] = version;
         outgoing_.insert(outgoing_.end(), payload.begin(), payload.end());
-        ASSERT_EQ(post_retrying({&module},
-                                [&] {
-                                    const ssize_t rc = fi_send(ep_, outgoing_.data(), outgoing_.size(), nullptr, to,
-                                                               &send_context_);
-                                    return rc == -FI_EAGAIN ? AFMESH_HAL_AGAIN : static_cast<int>(rc);
-                                }),
-                  0);
-        sent_ = false;
-        ASSERT_TRUE(poll_until(
-            {&module},
-            [&] {
-                progress();
-                return sent_;
-            },
-            "the raw send to complete"));
+        complete(module, &sent_, "the raw send to complete", [&] {
+            return fi_send(ep_, outgoing_.data(), outgoing_.size(), nullptr, to, &send_context_);
+        });
     }
 
     /** Writes `byte` into the module's region `rkey` at `offset`, with remote CQ data `data`. */
     void write(uint8_t byte, const afmesh_net_rkey &rkey, uint64_t offset, uint64_t data, fi_addr_t to,
                NetEndpoint &module) {
         written_byte_ = byte;
-        ASSERT_EQ(post_retrying({&module},
-                                [&] {
-                                    const ssize_t rc = fi_writedata(ep_, &written_byte_, 1, nullptr, data, to,
-                                                                    rkey.addr + offset, rkey.key, &write_context_);
-                                    return rc == -FI_EAGAIN ? AFMESH_HAL_AGAIN : static_cast<int>(rc);
-                                }),
-                  0);
-        written_ = false;
-        ASSERT_TRUE(poll_until(
-            {&module},
-            [&] {
-                progress();
-                return written_;
-            },
-            "the raw write to complete"));
+        complete(module, &written_, "the raw write to complete", [&] {
+            return fi_writedata(ep_, &written_byte_, 1, nullptr, data, to, rkey.addr + offset, rkey.key,
+                                &write_context_);
+        });
     }
 
     /** Waits (polling the module too) for the next message, and decodes it. */
@@ -166,6 +144,24 @@ private:
         if (rc >= 0 || !error_.empty()) return error_.empty();
         error_ = std::string(call) + ": " + fi_strerror(-rc);
         return false;
+    }
+
+    /** Posts with `post`, again while the provider pushes back, then waits until its completion sets `*done`. */
+    void complete(NetEndpoint &module, bool *done, const char *what, const std::function<ssize_t()> &post) {
+        *done = false;
+        ASSERT_EQ(post_retrying({&module},
+                                [&] {
+                                    const ssize_t rc = post();
+                                    return rc == -FI_EAGAIN ? AFMESH_HAL_AGAIN : static_cast<int>(rc);
+                                }),
+                  0);
+        ASSERT_TRUE(poll_until(
+            {&module},
+            [&] {
+                progress();
+                return *done;
+            },
+            what));
     }
 
     void progress() {
