@@ -13,8 +13,10 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -58,7 +60,7 @@ public:
         cq_attr.format = FI_CQ_FORMAT_DATA;
         if (!ok(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open") ||
             !ok(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open") ||
-            !ok(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint") ||
+            !ok(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint") || !ok(name_uniquely(), "fi_setname") ||
             !ok(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)") ||
             !ok(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
             !ok(fi_enable(ep_), "fi_enable"))
@@ -140,6 +142,17 @@ public:
     }
 
 private:
+    // shm names an endpoint's region after the pid by default, and a region
+    // left by a killed process of an earlier test with the same pid makes
+    // fi_enable fail with EBUSY: the module names its own uniquely, and so
+    // does this peer (pid and clock).
+    int name_uniquely() {
+        if (strcmp(info_->fabric_attr->prov_name, "shm") != 0) return 0;
+        std::string name = "afmesh-test-" + std::to_string(getpid()) + "-" +
+                           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+        return fi_setname(&ep_->fid, name.data(), name.size() + 1);
+    }
+
     bool ok(int rc, const char *call) {
         if (rc >= 0 || !error_.empty()) return error_.empty();
         error_ = std::string(call) + ": " + fi_strerror(-rc);
