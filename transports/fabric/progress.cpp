@@ -229,10 +229,13 @@ void Context::on_remote_write(Endpoint *endpoint, uint64_t data) {
         host_log(AFMESH_LOG_WARN, "a remote write to the listening endpoint; its immediate is dropped");
         return;
     }
-    if (fabric_.tagged_writes ? write_target(data) != conn->id : data > UINT32_MAX) {
+    if (write_target(data) != (fabric_.tagged_writes ? conn->id : 0)) {
         Reason why;
-        why.format("the peer tagged a write for connection %" PRIu32 ", not this one (%" PRIu32 ")", write_target(data),
-                   conn->id);
+        if (fabric_.tagged_writes)
+            why.format("the peer tagged a write for connection %" PRIu32 ", not this one (%" PRIu32 ")",
+                       write_target(data), conn->id);
+        else
+            why.format("the peer sent more than a 32-bit immediate");
         fail(conn, AFMESH_HAL_PEER_FAILED, why.text);
         return;
     }
