@@ -91,6 +91,10 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     const char *timeout = host_config("AFMESH_CONNECT_TIMEOUT_MS");
     handshake_ns_ = (timeout ? strtoull(timeout, nullptr, 10) : kDefaultHandshakeMs) * 1'000'000;
     if ((rc = open_wait_set(why)) != AFMESH_HAL_OK) return rc;
+    // Opened here, not at the first connect: an rxm endpoint clears ~90 MB
+    // of bounce buffers (more than a second under a sanitizer), which must
+    // not eat into a handshake's timeout or a first push.
+    if (fabric_.shared_endpoint && (rc = add_endpoint(&shared_, why)) != AFMESH_HAL_OK) return rc;
 
     caps->flags = fabric_.wait_fd ? AFMESH_NET_CAP_WAIT_FD : 0;  // RDM: no ordering promised between operations
     caps->imm_bytes = sizeof(uint32_t);  // never more, whatever cq_data_size says
@@ -186,21 +190,10 @@ int Context::add_endpoint(Endpoint **out, Reason *why) {
     return AFMESH_HAL_OK;
 }
 
-int Context::shared_endpoint(Endpoint **out, Reason *why) {
-    if (!shared_) {
-        if (int rc = add_endpoint(&shared_, why); rc != AFMESH_HAL_OK) {
-            shared_ = nullptr;
-            return rc;
-        }
-    }
-    *out = shared_;
-    return AFMESH_HAL_OK;
-}
-
 int Context::endpoint_for_connection(Endpoint **out, Reason *why) {
-    if (!fabric_.shared_endpoint) return add_endpoint(out, why);
-    if (int rc = shared_endpoint(out, why); rc != AFMESH_HAL_OK) return rc;
-    return (*out)->serve(connections_.size() + 1, why);
+    if (!shared_) return add_endpoint(out, why);
+    *out = shared_;
+    return shared_->serve(connections_.size() + 1, why);
 }
 
 int Context::listen(void *addr, size_t *addr_len) {
@@ -212,8 +205,11 @@ int Context::listen(void *addr, size_t *addr_len) {
                           kMaxAddressBlob, *addr_len);
     Reason why;
     Endpoint *listener = nullptr;
-    const int rc = fabric_.shared_endpoint ? shared_endpoint(&listener, &why) : add_endpoint(&listener, &why);
-    if (rc != AFMESH_HAL_OK) return host_error(rc, "listen: %s", why.text);
+    if (shared_) {
+        listener = shared_;
+    } else if (int rc = add_endpoint(&listener, &why); rc != AFMESH_HAL_OK) {
+        return host_error(rc, "listen: %s", why.text);
+    }
     std::vector<uint8_t> blob;
     if (!encode_address(fabric_.info->addr_format, listener->raw_address(), &blob)) {
         if (listener != shared_) remove_endpoint(listener);

@@ -97,8 +97,6 @@ private:
 
     // --- with mu_ held ---
     int add_endpoint(Endpoint **out, Reason *why);
-    /** The shared endpoint, opened on first use. */
-    int shared_endpoint(Endpoint **out, Reason *why);
     /** The endpoint a new connection uses: the shared one (serving one more), or its own. */
     int endpoint_for_connection(Endpoint **out, Reason *why);
     void remove_endpoint(Endpoint *endpoint);
@@ -149,7 +147,7 @@ private:
     std::mutex mu_;
     // --- guarded by mu_ ---
     std::vector<std::unique_ptr<Endpoint>> endpoints_;  // the shared one, or the listener and one per connection
-    Endpoint *shared_ = nullptr;    // when shared: opened by the first listen() or connect()
+    Endpoint *shared_ = nullptr;    // when shared: opened with the context
     Endpoint *listener_ = nullptr;  // receives HELLOs; set by listen()
     uint32_t next_id_ = 1;
     std::unordered_map<uint32_t, Connection *> connections_;  // live (not closed) connections by id
