@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "remote_write_scope.h"
 #include "socket_io.h"
 
 namespace afmesh::tcp {
@@ -114,6 +115,7 @@ FrameReceiver::Step FrameReceiver::read_payload(int fd) {
     if (stage_ == Stage::kWritePayload && !access.acquire(*region_))
         return fail(AFMESH_HAL_ACCESS, "region %" PRIu64 " was deregistered while a write into it was arriving",
                     header_.key);
+    const RemoteWriteScope remote_write(stage_ == Stage::kWritePayload);
     if (buffered() > 0) {
         const size_t n = remaining_ < buffered() ? static_cast<size_t>(remaining_) : buffered();
         memcpy(dst_, ahead_ + ahead_begin_, n);
