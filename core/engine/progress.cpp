@@ -22,6 +22,30 @@ inline void cpu_relax() {
 #endif
 }
 
+void signal_fd(int fd) {
+    uint64_t one = 1;
+    ssize_t ignored = write(fd, &one, sizeof one);
+    (void)ignored;
+}
+
+void drain_fd(int fd) {
+    uint64_t count;
+    ssize_t ignored = read(fd, &count, sizeof count);
+    (void)ignored;
+}
+
+/** Sleeps until one of `fds` is readable or `until` passes. */
+void sleep_on(pollfd *fds, nfds_t count, Clock::time_point until) {
+    if (until == Clock::time_point::max()) {
+        ::ppoll(fds, count, nullptr, nullptr);
+        return;
+    }
+    const auto left = std::max(until - Clock::now(), Clock::duration::zero());
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    ::ppoll(fds, count, &timeout, nullptr);
+}
+
 }  // namespace
 
 bool parse_poll_mode(const std::string &name, PollMode *mode) {
@@ -50,11 +74,16 @@ Progress::Progress(const Module &transport, PollMode mode, std::chrono::microsec
       dispatch_(std::move(dispatch)),
       events_(kMaxEventsPerPoll) {}
 
-Progress::~Progress() { stop(); }
+Progress::~Progress() {
+    stop();
+    for (int fd : {wake_fd_, waiter_wake_fd_})
+        if (fd >= 0) close(fd);
+}
 
 Status Progress::start(int cpu) {
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd_ < 0) return {Code::kError, "eventfd failed"};
+    waiter_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0 || waiter_wake_fd_ < 0) return {Code::kError, "eventfd failed"};
     thread_ = std::thread([this] { run(); });
     if (cpu >= 0) {
         cpu_set_t set;
@@ -69,18 +98,11 @@ Status Progress::start(int cpu) {
 void Progress::stop() {
     if (!thread_.joinable()) return;
     stopping_.store(true);
-    uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_, &one, sizeof one);
-    (void)ignored;
+    signal_fd(wake_fd_);
     thread_.join();
-    close(wake_fd_);
-    wake_fd_ = -1;
 }
 
-int Progress::try_progress(bool *polled) {
-    std::unique_lock lock(poll_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return 0;
-    if (polled) *polled = true;
+int Progress::poll_locked() {
     int n = transport_.net().poll(transport_.ctx(), events_.data(), kMaxEventsPerPoll);
     if (n > 0) {
         // Whoever polled: a waiter's completions keep the NetRecv thread's window open too.
@@ -89,6 +111,13 @@ int Progress::try_progress(bool *polled) {
     }
     run_background();
     return n;
+}
+
+int Progress::try_progress(bool *polled) {
+    std::unique_lock lock(poll_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    if (polled) *polled = true;
+    return poll_locked();
 }
 
 bool Progress::run_background() {
@@ -100,22 +129,31 @@ bool Progress::run_background() {
 int Progress::poll_once() {
     bool polled = false;
     int n = try_progress(&polled);
-    if (polled) hand_back_to_netrecv();
+    if (polled) hand_back();
     return n;
 }
 
 // Any poll may leave work inside the transport (a paused receive, a
-// completion) with its fd not readable, and the NetRecv thread may have
+// completion) with its fd not readable, and whoever sleeps on it may have
 // armed before that poll: so a thread that polled wakes it to look again.
-// The same goes for new background work.
+void Progress::hand_back() {
+    if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_);
+    wake_transport_waiter();
+}
+
+// Once per arming: the flag is taken by whoever signals.
+void Progress::wake_transport_waiter() {
+    if (transport_waiter_armed_.exchange(false)) signal_fd(waiter_wake_fd_);
+}
+
 void Progress::wake_netrecv() {
-    if (!netrecv_asleep_.load()) return;
-    uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_, &one, sizeof one);
-    (void)ignored;
+    if (netrecv_sleep_.load() != kAwake) signal_fd(wake_fd_);
 }
 
 void Progress::notify_waiters() {
+    // An exchange, like the waiter's arming: either the waiter's reads ours
+    // and sees what our caller made ready, or ours sees it armed.
+    wake_transport_waiter();
     // A read-modify-write, not a load: RMWs on sleepers_ are totally ordered,
     // so either we see the waiter's increment, or its increment reads ours
     // and the waiter then sees the state our caller just made ready.
@@ -127,11 +165,7 @@ void Progress::notify_waiters() {
 void Progress::set_mode(PollMode mode) {
     mode_.store(mode, std::memory_order_relaxed);
     // A NetRecv thread asleep in blocking mode must notice it should spin now.
-    uint64_t one = 1;
-    if (wake_fd_ >= 0) {
-        ssize_t ignored = write(wake_fd_, &one, sizeof one);
-        (void)ignored;
-    }
+    if (wake_fd_ >= 0) signal_fd(wake_fd_);
 }
 
 Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_point deadline) {
@@ -150,16 +184,64 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
         if (now >= spin_until) break;
         if (try_progress(&polled) == 0) cpu_relax();
     }
+    if (polled) wake_transport_waiter();  // another waiter's, armed before our polls
+    int fd = -1;
+    const bool can_sleep_on_transport = !ready() && !timed_out && waiter_wake_fd_ >= 0 &&
+                                        (transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD) &&
+                                        transport_.net().get_wait_fd(transport_.ctx(), &fd) == 0;
+    if (can_sleep_on_transport && transport_waiter_.exchange(1) == 0) {
+        spinners_.fetch_sub(1);
+        // NetRecv is parked while we spun, or, had it gone to sleep on the
+        // transport just before, must leave it to us.
+        if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_);
+        Status waited = wait_on_transport(ready, deadline, fd);
+        transport_waiter_.store(0);
+        wake_netrecv();  // progress is its job again
+        return waited;
+    }
     spinners_.fetch_sub(1);
-    if (polled) hand_back_to_netrecv();
+    wake_netrecv();  // it parked while we spun
     if (ready()) return Status::ok();
     if (timed_out) return {Code::kTimeout, "timed out"};
-    // Sleep; the NetRecv thread makes progress and notifies.
+    // Sleep; whoever polls (the NetRecv thread, or the waiter on the
+    // transport) dispatches and notifies.
     sleepers_.fetch_add(1);
     std::unique_lock lock(wait_mu_);
     bool done = wait_cv_.wait_until(lock, deadline, ready);
     sleepers_.fetch_sub(1);
     return done ? Status::ok() : Status(Code::kTimeout, "timed out");
+}
+
+Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::time_point deadline, int fd) {
+    const afmesh_net_ops &ops = transport_.net();
+    for (;;) {
+        Clock::time_point wake_by = deadline;
+        {
+            std::lock_guard lock(poll_mu_);
+            if (int failed = poll_locked(); failed < 0)
+                return {Code::kError, "the transport failed (poll returned " + std::to_string(failed) + ")"};
+            // Armed before ready() is read, by a read-modify-write: see notify_waiters().
+            transport_waiter_armed_.exchange(true);
+            if (background_pending_.load(std::memory_order_relaxed)) {
+                // Device events have no fd: look again shortly.
+                wake_by = std::min(deadline, Clock::now() + kNapWithoutFd);
+            } else if (ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {
+                transport_waiter_armed_.store(false);
+                continue;  // events pending: poll them first
+            }
+        }
+        if (ready()) break;
+        if (Clock::now() >= deadline) {
+            transport_waiter_armed_.store(false);
+            return {Code::kTimeout, "timed out"};
+        }
+        pollfd fds[2] = {{fd, POLLIN, 0}, {waiter_wake_fd_, POLLIN, 0}};
+        sleep_on(fds, 2, wake_by);
+        transport_waiter_armed_.store(false);
+        if (fds[1].revents & POLLIN) drain_fd(waiter_wake_fd_);
+    }
+    transport_waiter_armed_.store(false);
+    return Status::ok();
 }
 
 bool Progress::sleep_on_transport() {
@@ -170,41 +252,50 @@ bool Progress::sleep_on_transport() {
         return false;
     }
     // Announced before arming: a poll by another thread after arm() sees it
-    // and wakes us (wake_netrecv); one before arm() is seen by arm(). Work
+    // and wakes us (hand_back); one before arm() is seen by arm(). Work
     // handed to the background before the announcement is seen here.
-    netrecv_asleep_.store(true);
+    netrecv_sleep_.store(kOnTransport);
     {
         // arm() and poll() must not run concurrently; a waiter may be polling.
         std::lock_guard lock(poll_mu_);
         if (run_background() || ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {  // work pending: poll again first
-            netrecv_asleep_.store(false);
+            netrecv_sleep_.store(kAwake);
             return true;
         }
     }
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     ::poll(fds, 2, -1);
-    netrecv_asleep_.store(false);
-    if (fds[1].revents & POLLIN) {
-        uint64_t count;
-        ssize_t ignored = read(wake_fd_, &count, sizeof count);
-        (void)ignored;
-    }
+    netrecv_sleep_.store(kAwake);
+    if (fds[1].revents & POLLIN) drain_fd(wake_fd_);
     return true;
+}
+
+void Progress::park_netrecv() {
+    netrecv_sleep_.store(kParked);
+    // Announced before looking: a waiter that leaves after this wakes us.
+    if (spinners_.load() + transport_waiter_.load() > 0 && !background_pending_.load(std::memory_order_relaxed)) {
+        pollfd fd{wake_fd_, POLLIN, 0};
+        ::poll(&fd, 1, -1);
+        if (fd.revents & POLLIN) drain_fd(wake_fd_);
+    }
+    netrecv_sleep_.store(kAwake);
 }
 
 void Progress::run() {
     last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    const bool has_wait_fd = transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD;
     while (!stopping_.load(std::memory_order_relaxed)) {
         int n = try_progress();
         if (n < 0) {
             AFMESH_LOG(AFMESH_LOG_ERROR, "transport poll failed (%d); progress thread stops", n);
             break;
         }
+        if (transport_waiter_.load(std::memory_order_relaxed)) wake_transport_waiter();  // it may have armed before our poll
         if (n > 0) continue;
         const PollMode mode = this->mode();
-        const bool caller_spins = spinners_.load(std::memory_order_relaxed) > 0;
+        const bool caller_drives = spinners_.load(std::memory_order_relaxed) + transport_waiter_.load(std::memory_order_relaxed) > 0;
         const Clock::time_point last_activity(Clock::duration(last_activity_.load(std::memory_order_relaxed)));
-        if (!caller_spins &&
+        if (!caller_drives &&
             (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < adaptive_spin_))) {
             cpu_relax();
             continue;
@@ -212,6 +303,10 @@ void Progress::run() {
         if (background_pending_.load(std::memory_order_relaxed)) {
             // Device events have no fd to sleep on: look again shortly.
             std::this_thread::sleep_for(kNapWithoutFd);
+            continue;
+        }
+        if (caller_drives && has_wait_fd) {
+            park_netrecv();
             continue;
         }
         // A nap without a wait fd is no sign of activity: the window is not reopened.

@@ -4,7 +4,11 @@
 // Whoever waits also drives progress: a caller blocked in wait() polls the
 // transport itself while it spins, so a completion reaches it without a
 // thread hand-off (which costs a VM wake-up, ~100 us, when the other thread
-// sleeps). The NetRecv thread covers the time nobody waits.
+// sleeps). When its spin window closes, one waiter goes on to sleep on the
+// transport's wait fd itself, and the NetRecv thread stands aside: an
+// arrival then wakes the thread that wants it, once, instead of waking
+// NetRecv to wake the waiter. The NetRecv thread covers the time nobody
+// waits.
 #pragma once
 
 #include <atomic>
@@ -69,7 +73,9 @@ public:
 
     /**
      * Waits until ready() holds or the deadline passes, driving progress
-     * while it spins. ready() must be cheap and thread-safe (read atomics).
+     * while it spins, and while it sleeps when it is the one waiter on the
+     * transport. ready() must be cheap and thread-safe (read atomics).
+     * @return OK, TIMEOUT, or ERROR when the transport itself has failed.
      */
     Status wait_until(const std::function<bool()> &ready, Clock::time_point deadline);
 
@@ -86,8 +92,23 @@ public:
 private:
     /** Polls and dispatches unless another thread is polling; *polled says whether it did. */
     int try_progress(bool *polled = nullptr);
-    /** After a poll by another thread, the NetRecv thread re-checks the transport before sleeping on. */
-    void hand_back_to_netrecv() { wake_netrecv(); }
+    /**
+     * After a poll, whoever sleeps on the transport (NetRecv or a waiter)
+     * looks again: the poll may have left completions in memory with the fd
+     * not readable.
+     */
+    void hand_back();
+    /** Wakes the waiter asleep on the transport, if one is armed. */
+    void wake_transport_waiter();
+    /**
+     * wait_until() for the one waiter that sleeps on the transport's fd,
+     * polling and dispatching itself at each wake-up.
+     */
+    Status wait_on_transport(const std::function<bool()> &ready, Clock::time_point deadline, int fd);
+    /** The NetRecv thread waits out the time a waiter spins or sleeps on the transport. */
+    void park_netrecv();
+    /** Polls and dispatches, with poll_mu_ held; returns what poll() did. */
+    int poll_locked();
     /** Runs the background work (with poll_mu_ held); true while some remains. */
     bool run_background();
     void run();
@@ -115,10 +136,18 @@ private:
     // Callers spinning in wait_until() drive progress themselves; the NetRecv
     // thread then sleeps on the transport instead of competing for a core.
     std::atomic<int> spinners_{0};
-    // The NetRecv thread is asleep on the transport's fd. A transport may
+    // A waiter sleeps on the transport's fd (at most one: 1 or 0); the
+    // NetRecv thread parks meanwhile. It is woken through its own eventfd by
+    // notify_waiters() and by other threads' polls, once per arming.
+    std::atomic<int> transport_waiter_{0};
+    std::atomic<bool> transport_waiter_armed_{false};
+    int waiter_wake_fd_ = -1;
+    // Where the NetRecv thread sleeps. On the transport's fd: a transport may
     // keep completions in memory (fd not readable) after another thread's
     // poll; that thread then wakes NetRecv, which had armed before that poll.
-    std::atomic<bool> netrecv_asleep_{false};
+    // Parked (on wake_fd_ alone): while a waiter drives progress.
+    enum NetRecvSleep { kAwake, kOnTransport, kParked };
+    std::atomic<int> netrecv_sleep_{kAwake};
 };
 
 }  // namespace afmesh

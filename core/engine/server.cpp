@@ -293,10 +293,12 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
     if (capacity == 0) return {Code::kInvalidArgument, "capacity 0"};
     *count = 0;
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
-    if (!ctx_.progress.wait_until([&] { return batch_ready(mode); }, deadline))
+    Status waited = ctx_.progress.wait_until([&] { return batch_ready(mode); }, deadline);
+    if (waited.code() == Code::kTimeout)
         return {Code::kTimeout, mode == AFMESH_BATCH_ANY ? "no request arrived in " + std::to_string(timeout_ms) + " ms"
                                                          : "not every worker sent a request within " +
                                                                std::to_string(timeout_ms) + " ms"};
+    if (!waited) return waited;
     std::unique_lock lock(ctx_.mu);
     const uint64_t now = monotonic_ns();
     auto take = [&](Worker &worker) {

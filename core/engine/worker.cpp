@@ -625,8 +625,10 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     }
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
     Status waited = ctx_.progress.wait_until([op] { return op->state.load() != kPending; }, deadline);
-    if (!waited) return {Code::kTimeout, "push-pull " + std::to_string(handle) + " did not complete in " +
-                                             std::to_string(timeout_ms) + " ms"};
+    if (waited.code() == Code::kTimeout)
+        return {Code::kTimeout,
+                "push-pull " + std::to_string(handle) + " did not complete in " + std::to_string(timeout_ms) + " ms"};
+    if (!waited) return waited;
     // Settled, so this thread owns the op; device work happens without the lock:
     // the copy of staged pulls, and for an op that failed before its stream
     // ran, waiting out the copies that still write its staging buffers.

@@ -46,6 +46,8 @@ public:
     const afmesh_net_ops &ops() const { return module_->net(); }
     void *ctx() const { return module_->ctx(); }
     const afmesh_net_caps &caps() const { return module_->net_caps(); }
+    /** The loaded module, for code under test that drives the context itself. */
+    const Module &module() const { return *module_; }
 
     /** listen() on first use; this endpoint's address blob (empty after a failure, which is recorded). */
     const std::vector<uint8_t> &address();
