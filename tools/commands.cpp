@@ -39,7 +39,8 @@ constexpr Command kCommands[] = {
     {"bench", "the AF benchmark: latency table against the raw transport floor",
      "usage: afmesh bench [--iters N] [--warmup N] [--seconds S] [--tokens T] [--hidden H]\n"
      "                    [--dtype bf16|fp16|fp32|fp8|int8] [--pull-dtype ...] [--microbatches M]\n"
-     "                    [--layers L] [--sizes 8,65536] [--poll busy,adaptive] [--json FILE] [--trace]\n"
+     "                    [--layers L] [--sizes 8,65536] [--poll busy,adaptive] [--batch all|any]\n"
+     "                    [--json FILE] [--trace]\n"
      "\n"
      "Run one per node, e.g. 'afmesh run --workers 2 --servers 2 -- afmesh bench'.\n"
      "Each worker pushes to every server and pulls one answer from each; servers\n"
@@ -48,8 +49,10 @@ constexpr Command kCommands[] = {
      "push-pull at a time, next to the same exchange timed on the raw transport\n"
      "(the floor), then the AF pipeline: L layers of M micro-batches in flight.\n"
      "Worker 0 prints p50/p99/max (us), bandwidth and afmesh/floor ratios for\n"
-     "every polling mode given. --trace adds where the pipeline's time goes per\n"
-     "server; --json writes every number.\n",
+     "every polling mode given. Servers take one request from every worker per\n"
+     "batch (--batch all, the AF step) or whatever has arrived (--batch any, as\n"
+     "the floor's servers answer). --trace adds where the pipeline's time goes\n"
+     "per server; --json writes every number.\n",
      run_bench},
     {"scheduler", "run the rendezvous for one cluster",
      "usage: afmesh scheduler [--listen HOST:PORT]\n"

@@ -369,7 +369,7 @@ void serve(afmesh_node *node, const Options &o) {
     std::vector<afmesh_request *> batch(workers);
     for (int stopped = 0; stopped < workers;) {
         size_t count = 0;
-        check(afmesh_get_batch(node, AFMESH_BATCH_ALL_WORKERS, -1, batch.data(), batch.size(), &count), "get_batch");
+        check(afmesh_get_batch(node, o.batch, -1, batch.data(), batch.size(), &count), "get_batch");
         for (size_t r = 0; r < count; ++r) {
             size_t num_push = 0, num_pull = 0;
             check(afmesh_request_info(batch[r], nullptr, &num_push, &num_pull), "request info");

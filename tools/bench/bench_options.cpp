@@ -64,6 +64,14 @@ bool parse_options(int argc, char *const *argv, Options *o) {
         else if (takes("--layers")) { if (!positive(a, o->layers = atoi(v))) return false; }
         else if (takes("--sizes")) parse_list(v, &o->sizes, [](const std::string &x) { return std::stoull(x); });
         else if (takes("--poll")) parse_list(v, &o->polls, [](const std::string &x) { return x; });
+        else if (takes("--batch")) {
+            if (!strcmp(v, "all")) o->batch = AFMESH_BATCH_ALL_WORKERS;
+            else if (!strcmp(v, "any")) o->batch = AFMESH_BATCH_ANY;
+            else {
+                fprintf(stderr, "afmesh bench: --batch takes all or any\n");
+                return false;
+            }
+        }
         else if (takes("--json")) o->json = v;
         else if (!strcmp(a, "--trace")) o->trace = true;
         else {

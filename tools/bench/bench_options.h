@@ -23,6 +23,9 @@ struct Options {
     int microbatches = 3, layers = 4;
     std::vector<uint64_t> sizes = {8, 64 * 1024};  // raw byte sizes measured besides the AF shape
     std::vector<std::string> polls = {"busy", "adaptive"};
+    // The servers' get_batch mode: one request from every worker (the AF
+    // step), or whatever has arrived (as the floor's server answers).
+    afmesh_batch_mode batch = AFMESH_BATCH_ALL_WORKERS;
     std::string json;
     bool trace = false;
 
