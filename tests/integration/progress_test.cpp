@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,38 @@ char thread_state(pid_t tid) {
     const size_t end_of_name = line.rfind(')');
     return end_of_name == std::string::npos || end_of_name + 2 >= line.size() ? '?' : line[end_of_name + 2];
 }
+
+/**
+ * A thread that waits kRounds times on `progress`, round i until
+ * `reached(i)`; destroyed early (a failed test), it gives up at once.
+ */
+class RoundWaiter {
+public:
+    RoundWaiter(Progress &progress, std::function<bool(int)> reached)
+        : progress_(progress), thread_([this, reached = std::move(reached)] {
+              tid.store(this_thread_id());
+              for (int i = 1; i <= kRounds && !abandoned_.load(); ++i) {
+                  waiting_for.store(i);
+                  if (!progress_.wait_until([&] { return reached(i) || abandoned_.load(); }, limit()))
+                      failed.store(true);
+                  woken.store(i);
+              }
+          }) {}
+    ~RoundWaiter() {
+        abandoned_.store(true);
+        progress_.notify_waiters();
+        thread_.join();
+    }
+
+    std::atomic<int> waiting_for{0}, woken{0};
+    std::atomic<pid_t> tid{0};
+    std::atomic<bool> failed{false};
+
+private:
+    Progress &progress_;
+    std::atomic<bool> abandoned_{false};
+    std::thread thread_;  // last: starts once the members above exist
+};
 
 class ProgressTest : public ::testing::TestWithParam<PollMode> {
 protected:
@@ -74,14 +107,23 @@ protected:
     }
 
     /**
-     * Once `tid` announced it waits for round `i`: outside busy mode, waits
-     * until that thread is asleep too, so what follows must wake it.
+     * Plays `waiter`'s rounds: once it announces round i and (outside busy
+     * mode) is asleep, so that what follows must wake it, wake(i) lets it go.
      */
-    ::testing::AssertionResult until_waiting(const std::atomic<int> &waiting_for, int i, const std::atomic<pid_t> &tid) {
-        return poll_until(
-            {client_.get()},
-            [&] { return waiting_for.load() == i && (GetParam() == PollMode::kBusy || thread_state(tid.load()) == 'S'); },
-            "the waiter to sleep");
+    void play(RoundWaiter &waiter, const std::function<void(int)> &wake) {
+        for (int i = 1; i <= kRounds && !waiter.failed.load(); ++i) {
+            ASSERT_TRUE(poll_until(
+                {client_.get()},
+                [&] {
+                    return waiter.waiting_for.load() == i &&
+                           (GetParam() == PollMode::kBusy || thread_state(waiter.tid.load()) == 'S');
+                },
+                "the waiter to sleep"));
+            wake(i);
+            ASSERT_TRUE(poll_until(
+                {client_.get()}, [&] { return waiter.woken.load() == i || waiter.failed.load(); }, "the waiter"));
+        }
+        EXPECT_FALSE(waiter.failed.load()) << "a wait ran into its deadline";
     }
 
     /** Sends one message to the server, polling the client until `done()`. */
@@ -104,24 +146,11 @@ protected:
 };
 
 TEST_P(ProgressTest, EachArrivalWakesItsWaiterAndNetRecvTakesOverAfter) {
-    std::atomic<int> waiting_for{0}, woken{0};
-    std::atomic<pid_t> tid{0};
-    std::atomic<bool> failed{false};
-    std::thread waiter([&] {
-        tid.store(this_thread_id());
-        for (int i = 1; i <= kRounds; ++i) {
-            waiting_for.store(i);
-            if (!progress_->wait_until([&] { return received_.load() >= i; }, limit())) failed.store(true);
-            woken.store(i);
-        }
-    });
-    for (int i = 1; i <= kRounds && !failed.load(); ++i) {
-        ASSERT_TRUE(until_waiting(waiting_for, i, tid));
-        ASSERT_TRUE(send_until([&] { return woken.load() == i || failed.load(); }));
+    {
+        RoundWaiter waiter(*progress_, [&](int i) { return received_.load() >= i; });
+        play(waiter, [&](int) { ASSERT_TRUE(send_until([] { return true; })); });
+        if (HasFailure()) return;
     }
-    waiter.join();
-    ASSERT_FALSE(failed.load()) << "a wait ran into its deadline";
-
     // Nobody waits now: the NetRecv thread must be polling again.
     ASSERT_TRUE(send_until([] { return true; }));
     std::unique_lock lock(mu_);
@@ -130,25 +159,12 @@ TEST_P(ProgressTest, EachArrivalWakesItsWaiterAndNetRecvTakesOverAfter) {
 }
 
 TEST_P(ProgressTest, ANotifyFromAnotherThreadWakesTheWaiter) {
-    std::atomic<int> waiting_for{0}, ready{0}, woken{0};
-    std::atomic<pid_t> tid{0};
-    std::atomic<bool> failed{false};
-    std::thread waiter([&] {
-        tid.store(this_thread_id());
-        for (int i = 1; i <= kRounds; ++i) {
-            waiting_for.store(i);
-            if (!progress_->wait_until([&] { return ready.load() >= i; }, limit())) failed.store(true);
-            woken.store(i);
-        }
-    });
-    for (int i = 1; i <= kRounds && !failed.load(); ++i) {
-        ASSERT_TRUE(until_waiting(waiting_for, i, tid));
+    std::atomic<int> ready{0};
+    RoundWaiter waiter(*progress_, [&](int i) { return ready.load() >= i; });
+    play(waiter, [&](int i) {
         ready.store(i);
         progress_->notify_waiters();  // no transport traffic at all
-        ASSERT_TRUE(poll_until({client_.get()}, [&] { return woken.load() == i || failed.load(); }, "the waiter"));
-    }
-    waiter.join();
-    EXPECT_FALSE(failed.load()) << "a notified wait ran into its deadline";
+    });
 }
 
 TEST_P(ProgressTest, TwoWaitersEachGetTheirArrival) {
