@@ -134,7 +134,8 @@ private:
     std::condition_variable wait_cv_;
     std::atomic<int> sleepers_{0};
     // Callers spinning in wait_until() drive progress themselves; the NetRecv
-    // thread then sleeps on the transport instead of competing for a core.
+    // thread then parks (or, without a wait fd, naps) instead of competing
+    // for a core.
     std::atomic<int> spinners_{0};
     // A waiter sleeps on the transport's fd (at most one: 1 or 0); the
     // NetRecv thread parks meanwhile. It is woken through its own eventfd by
