@@ -233,6 +233,17 @@ bool maybe_die(const Options &o, int round) {
     return false;
 }
 
+// Push-pulls still in flight when a failure unwinds an iteration: waited out
+// (their outcome ignored) before the pull buffers and registrations go, since
+// a live server may still write into them.
+struct InFlight {
+    afmesh_node *node;
+    std::vector<afmesh_handle> handles;
+    ~InFlight() {
+        for (afmesh_handle h : handles) (void)afmesh_wait(node, h, 30000);  // a waited one is unknown at once
+    }
+};
+
 int run_worker(Node &node, Memory &mem, const Options &o) {
     const int rank = node.rank(), servers = node.num_servers();
     const size_t elems = static_cast<size_t>(o.rows) * o.cols;
@@ -257,7 +268,8 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
     for (int iter = 0; iter < o.iters; ++iter) {
         maybe_die(o, iter);
         const auto started = std::chrono::steady_clock::now();
-        std::vector<afmesh_handle> handles;
+        InFlight in_flight{node.get(), {}};
+        std::vector<afmesh_handle> &handles = in_flight.handles;
         std::vector<std::vector<int32_t>> targets(o.microbatches);
         if (o.held_stream) mem.hold();
         auto issue = [&](int mb) {
