@@ -8,7 +8,8 @@
 // transport's wait fd itself, and the NetRecv thread stands aside: an
 // arrival then wakes the thread that wants it, once, instead of waking
 // NetRecv to wake the waiter. The NetRecv thread covers the time nobody
-// waits.
+// waits; a waiter that leaves does not wake it (it is back in microseconds
+// more often than not), the parked thread looks again every millisecond.
 #pragma once
 
 #include <atomic>
@@ -134,8 +135,7 @@ private:
     std::condition_variable wait_cv_;
     std::atomic<int> sleepers_{0};
     // Callers spinning in wait_until() drive progress themselves; the NetRecv
-    // thread then parks (or, without a wait fd, naps) instead of competing
-    // for a core.
+    // thread then parks instead of competing for a core and the poll lock.
     std::atomic<int> spinners_{0};
     // A waiter sleeps on the transport's fd (at most one: 1 or 0); the
     // NetRecv thread parks meanwhile. It is woken through its own eventfd by
@@ -146,7 +146,8 @@ private:
     // Where the NetRecv thread sleeps. On the transport's fd: a transport may
     // keep completions in memory (fd not readable) after another thread's
     // poll; that thread then wakes NetRecv, which had armed before that poll.
-    // Parked (on wake_fd_ alone): while a waiter drives progress.
+    // Parked (on wake_fd_ alone, looking again every kParkRecheckMs): while a
+    // waiter drives progress.
     enum NetRecvSleep { kAwake, kOnTransport, kParked };
     std::atomic<int> netrecv_sleep_{kAwake};
 };
