@@ -37,9 +37,8 @@ constexpr auto kYieldAfter = std::chrono::microseconds(20);
 
 class IdleSpin {
 public:
-    /** Idles once: a pause, or a yield once idle for kYieldAfter. */
-    void operator()() {
-        const auto now = Clock::now();
+    /** Idles once (the caller has just read the clock): a pause, or a yield once idle for kYieldAfter. */
+    void operator()(Clock::time_point now) {
         if (idle_since_ == Clock::time_point()) idle_since_ = now;
         if (now - idle_since_ < kYieldAfter) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -217,7 +216,7 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
             break;
         }
         if (now >= spin_until) break;
-        if (try_progress(&polled) == 0) idle();
+        if (try_progress(&polled) == 0) idle(now);
         else idle.reset();
     }
     if (polled) wake_transport_waiter();  // another waiter's, armed before our polls
@@ -231,21 +230,36 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
         // transport just before, must leave it to us.
         if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_);
         Status waited = wait_on_transport(ready, deadline, fd);
-        transport_waiter_.store(0);  // the parked NetRecv thread takes progress back if nobody returns
+        transport_waiter_.store(0);
+        stop_driving();
         return waited;
     }
     spinners_.fetch_sub(1);
-    if (ready()) return Status::ok();
-    if (timed_out) return {Code::kTimeout, "timed out"};
+    if (const bool done = ready(); done || timed_out) {
+        stop_driving();
+        return done ? Status::ok() : Status(Code::kTimeout, "timed out");
+    }
     // Sleep; whoever polls (the NetRecv thread, or the waiter on the
     // transport) dispatches and notifies. NetRecv parked while we spun: it
-    // must not wait for its recheck to take progress back from us.
-    wake_netrecv();
+    // must not wait for its recheck to take progress back from us. Counted
+    // before the wake: see stop_driving().
     sleepers_.fetch_add(1);
+    wake_netrecv();
     std::unique_lock lock(wait_mu_);
     bool done = wait_cv_.wait_until(lock, deadline, ready);
     sleepers_.fetch_sub(1);
     return done ? Status::ok() : Status(Code::kTimeout, "timed out");
+}
+
+// A waiter that drove progress leaves. Nobody is woken for the caller's
+// own sake: it re-enters wait within microseconds more often than not, and
+// the parked NetRecv thread takes progress back at its recheck otherwise.
+// But threads asleep on the condition variable have nobody polling for them
+// now: NetRecv must take over at once. A sleeper counts itself before it
+// wakes NetRecv, so either we see it here or NetRecv, woken by it, sees
+// that we have stopped driving.
+void Progress::stop_driving() {
+    if (sleepers_.load() > 0) wake_netrecv();
 }
 
 Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::time_point deadline, int fd) {
@@ -333,10 +347,11 @@ void Progress::run() {
         }
         const PollMode mode = this->mode();
         const bool caller_drives = spinners_.load(std::memory_order_relaxed) + transport_waiter_.load(std::memory_order_relaxed) > 0;
+        const Clock::time_point now = Clock::now();
         const Clock::time_point last_activity(Clock::duration(last_activity_.load(std::memory_order_relaxed)));
         if (!caller_drives &&
-            (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && Clock::now() - last_activity < adaptive_spin_))) {
-            idle();
+            (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && now - last_activity < adaptive_spin_))) {
+            idle(now);
             continue;
         }
         if (background_pending_.load(std::memory_order_relaxed)) {

@@ -8,8 +8,9 @@
 // transport's wait fd itself, and the NetRecv thread stands aside: an
 // arrival then wakes the thread that wants it, once, instead of waking
 // NetRecv to wake the waiter. The NetRecv thread covers the time nobody
-// waits; a waiter that leaves does not wake it (it is back in microseconds
-// more often than not), the parked thread looks again every millisecond.
+// waits; a waiter that leaves wakes it only for other waiters asleep on
+// the condition variable (the leaver is back in microseconds more often than
+// not), and the parked thread looks again every millisecond.
 #pragma once
 
 #include <atomic>
@@ -106,6 +107,8 @@ private:
      * polling and dispatching itself at each wake-up.
      */
     Status wait_on_transport(const std::function<bool()> &ready, Clock::time_point deadline, int fd);
+    /** A waiter that drove progress leaves: NetRecv takes over now if others sleep on the condition variable. */
+    void stop_driving();
     /** The NetRecv thread waits out the time a waiter spins or sleeps on the transport. */
     void park_netrecv();
     /** Polls and dispatches, with poll_mu_ held; returns what poll() did. */
