@@ -287,7 +287,7 @@ int Context::poll(afmesh_net_event *events, int max) {
     for (Connection *conn : scratch_) {
         conn->receive_queued = false;
         conn->receiver().reclaim();
-        receive(conn, sink);
+        receive(conn, sink, false);
     }
     scratch_.clear();
 
@@ -314,12 +314,12 @@ void Context::dispatch(const epoll_event &ready, EventSink &sink) {
     auto *conn = static_cast<Connection *>(ready.data.ptr);
     // While connecting, any readiness (including an error) settles the connect.
     if ((ready.events & EPOLLOUT) || conn->state() == Connection::State::kConnecting) conn->on_writable(sink);
-    if (ready.events & (EPOLLIN | EPOLLERR | EPOLLHUP)) receive(conn, sink);
+    if (ready.events & (EPOLLIN | EPOLLERR | EPOLLHUP)) receive(conn, sink, true);
 }
 
-void Context::receive(Connection *conn, EventSink &sink) {
+void Context::receive(Connection *conn, EventSink &sink, bool readable) {
     if (conn->state() != Connection::State::kEstablished) return;
-    switch (conn->receiver().progress(conn->fd(), conn->handle(), regions_, sink)) {
+    switch (conn->receiver().progress(conn->fd(), conn->handle(), regions_, sink, readable)) {
     case FrameReceiver::Result::kDrained: return;
     case FrameReceiver::Result::kPaused: queue_receive(conn); return;
     case FrameReceiver::Result::kFailed: conn->fail(conn->receiver().failure()); return;

@@ -81,7 +81,7 @@ private:
     void accept_pending();
     void announce_incoming(EventSink &sink);
     void dispatch(const epoll_event &ready, EventSink &sink);
-    void receive(Connection *conn, EventSink &sink);
+    void receive(Connection *conn, EventSink &sink, bool readable);
     void queue_receive(Connection *conn);
     void harvest(EventSink &sink);
     void report_failures(EventSink &sink);

@@ -12,8 +12,11 @@
 namespace afmesh::tcp {
 
 FrameReceiver::Result FrameReceiver::progress(int fd, afmesh_net_conn *conn, const RegionTable &regions,
-                                              EventSink &sink) {
-    socket_empty_ = false;
+                                              EventSink &sink, bool readable) {
+    // An EV_RECV lends the message until the next poll: that poll resumes
+    // here without epoll's word, and would otherwise spend a system call
+    // (one per message, tcp's costliest step) learning the socket is empty.
+    if (readable) socket_empty_ = false;
     received_ = 0;
     for (;;) {
         if (lent_ || sink.full() || received_ >= kReceiveBudgetBytes) return Result::kPaused;
@@ -49,9 +52,9 @@ FrameReceiver::Step FrameReceiver::fail(int status, const char *fmt, ...) {
 }
 
 // A read that comes back short has emptied the socket's receive queue, so
-// another read in the same progress() call could only say EAGAIN: skip that
-// system call and let level-triggered epoll report the socket when more
-// arrives. Fails with errno EAGAIN in that case.
+// another read before epoll reports the socket again could only say EAGAIN:
+// skip that system call and let level-triggered epoll report the socket when
+// more arrives. Fails with errno EAGAIN in that case.
 ssize_t FrameReceiver::read(int fd, iovec *iov, int count) {
     if (socket_empty_) {
         errno = EAGAIN;

@@ -43,8 +43,14 @@ public:
         kFailed,   // the stream is broken or violated the protocol; see failure()
     };
 
-    /** Receives and reports frames on `fd` until one of the Results applies. */
-    Result progress(int fd, afmesh_net_conn *conn, const RegionTable &regions, EventSink &sink);
+    /**
+     * Receives and reports frames on `fd` until one of the Results applies.
+     * `readable`: epoll has reported the socket readable since the last
+     * call. A call that resumes a pause without that report reads only if
+     * the pause came before the socket was known to be empty: level-
+     * triggered epoll reports whatever arrives after.
+     */
+    Result progress(int fd, afmesh_net_conn *conn, const RegionTable &regions, EventSink &sink, bool readable);
 
     /** An EV_RECV's bytes are lent to the caller until the next poll(); nothing more is read meanwhile. */
     bool lent() const { return lent_; }
@@ -73,7 +79,7 @@ private:
     uint64_t remaining_ = 0;
     std::unique_ptr<uint8_t[]> message_;  // one two-sided message, allocated on first use
     bool lent_ = false;
-    bool socket_empty_ = false;  // a read in this progress() call came back short
+    bool socket_empty_ = false;  // a read came back short, and epoll has not reported the socket since
     size_t received_ = 0;        // bytes read in this progress() call
     Failure failure_;
     size_t ahead_begin_ = 0, ahead_end_ = 0;
