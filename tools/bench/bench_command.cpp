@@ -359,7 +359,7 @@ void serve(afmesh_node *node, const Options &o) {
     FloorCard card;
     const uint64_t largest = std::max({o.push_bytes(), o.pull_bytes(), *std::max_element(o.sizes.begin(), o.sizes.end())});
     Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, &floor);
-    if (st) st = floor->serve(&card);
+    if (st) st = floor->serve(o.batch == AFMESH_BATCH_ALL_WORKERS ? workers : 1, &card);
     if (!st) die(st.message());
     const std::vector<uint8_t> card_bytes = card.encode();
     std::vector<uint8_t> answer(largest);

@@ -60,7 +60,8 @@ FloorEndpoint::~FloorEndpoint() {
     if (recv_mr_) ops.mem_deregister(transport_->ctx(), recv_mr_);
 }
 
-Status FloorEndpoint::serve(FloorCard *card) {
+Status FloorEndpoint::serve(int batch_workers, FloorCard *card) {
+    batch_workers_ = std::max(batch_workers, 1);
     card->address.resize(transport_->net_caps().max_addr_size);
     size_t len = card->address.size();
     if (transport_->net().listen(transport_->ctx(), card->address.data(), &len) != AFMESH_HAL_OK)
@@ -75,6 +76,22 @@ void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, uint32_t byt
     // The size comes from the peer: never read past our buffer.
     const uint64_t n = std::min<uint64_t>(bytes, send_buf_.size());
     transport_->net().write_imm(transport_->ctx(), conn, send_buf_.data(), n, send_mr_, &peer.rkey, 0, 0, 0, 0);
+}
+
+// One answer to every worker once each is known and owed one (a batch), or
+// every answer owed to a known worker when answering as writes land.
+void FloorEndpoint::answer_owed() {
+    if (batch_workers_ == 1) {
+        for (auto &[conn, peer] : peers_)
+            for (; peer.known && !peer.owed.empty(); peer.owed.pop_front()) answer(conn, peer, peer.owed.front());
+        return;
+    }
+    auto owed = [](const auto &entry) { return entry.second.known && !entry.second.owed.empty(); };
+    while (std::count_if(peers_.begin(), peers_.end(), owed) == batch_workers_)
+        for (auto &[conn, peer] : peers_) {
+            answer(conn, peer, peer.owed.front());
+            peer.owed.pop_front();
+        }
 }
 
 void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
@@ -94,17 +111,15 @@ void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
             peer.rkey.key = r.u64();
             peer.rkey.addr = r.u64();
             peer.known = r.done();
-            for (uint32_t bytes : peer.owed) answer(ev.conn, peer, bytes);
-            peer.owed.clear();
+            answer_owed();
             break;
         }
         case AFMESH_NET_EV_IMM:
             if (!serving_) {
                 answers_.fetch_add(1);
-            } else if (Peer &peer = peers_[ev.conn]; peer.known) {
-                answer(ev.conn, peer, ev.imm);  // the immediate names the answer's size
             } else {
-                peer.owed.push_back(ev.imm);
+                peers_[ev.conn].owed.push_back(ev.imm);  // the immediate names the answer's size
+                answer_owed();
             }
             break;
         case AFMESH_NET_EV_CONN_ERROR:

@@ -1,11 +1,14 @@
 // The floor: the same exchange as afmesh's push-pull, written directly
 // against the transport module with no engine: each worker writes its push
 // bytes to every server with one write_imm; each server, on the immediate,
-// writes the pull bytes straight back. Measured in the same run, with the
-// same polling style, it is what afmesh's overhead is judged against.
+// writes the pull bytes straight back, or, batching like afmesh's servers
+// in their AF step, once every worker's write has landed. Measured in the
+// same run, with the same polling style, it is what afmesh's overhead is
+// judged against.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -32,8 +35,12 @@ public:
     ~FloorEndpoint();
 
     // Server side.
-    /** Listens and describes how to reach this endpoint. Serving happens on the progress thread. */
-    Status serve(FloorCard *card);
+    /**
+     * Listens and describes how to reach this endpoint. Serving happens on
+     * the progress thread: each write is answered as it lands, or, with
+     * `batch_workers` > 1, once a write from each of that many workers has.
+     */
+    Status serve(int batch_workers, FloorCard *card);
 
     // Worker side.
     Status connect(const std::vector<FloorCard> &servers, std::chrono::milliseconds timeout);
@@ -51,16 +58,19 @@ private:
     afmesh_net_mr *send_mr_ = nullptr, *recv_mr_ = nullptr;
     afmesh_net_rkey recv_rkey_{};
     bool serving_ = false;
+    int batch_workers_ = 1;
     std::vector<afmesh_net_conn *> conns_;
     // Server: where each connected worker wants its answers (from its first
-    // message), and answers owed before that message arrived.
+    // message), and the answers it is owed, oldest first: until that message
+    // arrives, or until the batch is complete.
     struct Peer {
         bool known = false;
         afmesh_net_rkey rkey{};
-        std::vector<uint32_t> owed;
+        std::deque<uint32_t> owed;
     };
     std::unordered_map<afmesh_net_conn *, Peer> peers_;
     void answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes);
+    void answer_owed();
     // Worker: the servers' regions, and progress of the current round.
     std::vector<afmesh_net_rkey> server_rkeys_;
     std::atomic<int> connected_{0}, answers_{0};
