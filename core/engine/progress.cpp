@@ -270,6 +270,10 @@ Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::ti
             std::lock_guard lock(poll_mu_);
             if (int failed = poll_locked(); failed < 0)
                 return {Code::kError, "the transport failed (poll returned " + std::to_string(failed) + ")"};
+            // Done without sleeping: leave the transport unarmed, or every
+            // post until the next poll would ring its wait fd (a write
+            // now, a read and an epoll wakeup later) for nobody.
+            if (ready()) break;
             // Armed before ready() is read, by a read-modify-write: see notify_waiters().
             transport_waiter_armed_.exchange(true);
             if (background_pending_.load(std::memory_order_relaxed)) {
