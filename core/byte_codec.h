@@ -28,6 +28,11 @@ public:
         out_.insert(out_.end(), p, p + len);
     }
     void str(std::string_view s) { bytes(s.data(), s.size()); }
+    /** Bytes as they are, without a length: the reader knows how many come. */
+    void raw(const void *data, size_t len) {
+        const auto *p = static_cast<const uint8_t *>(data);
+        out_.insert(out_.end(), p, p + len);
+    }
 
 private:
     void put(uint64_t v, int n) {
@@ -46,6 +51,8 @@ public:
     /** True when every byte was consumed and nothing failed. */
     bool done() const { return ok_ && p_ == end_; }
     size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+    /** The next unread byte: for bytes a decoder leaves in place, remaining() of them. */
+    const uint8_t *here() const { return p_; }
     /** Marks the reader failed (e.g. the message type was not the expected one). */
     void invalidate() { fail<int>(); }
 

@@ -58,6 +58,9 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_STAGING_CHUNK", VarType::kInt, "524288", nullptr, 4096, int64_t{1} << 30,
      "bytes per piece when a device push is staged through pinned host memory: each piece is sent while the "
      "next is copied (a value above the tensor's size: one copy, then one send)"},
+    {"AFMESH_EAGER_BYTES", VarType::kInt, "4096", nullptr, 0, 1 << 20,
+     "tensors of up to this many bytes in all (per request, per answer) travel inside the request or response "
+     "message instead of in a write of their own, within the transport's message limit (0: never)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
      "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,

@@ -20,6 +20,8 @@ struct EngineContext {
     /** Guards all engine state; never held while waiting or polling. */
     std::mutex &mu;
     int device_id = 0;
+    /** Tensors up to this many bytes in all travel inside the REQUEST or RESPONSE (AFMESH_EAGER_BYTES). */
+    uint64_t eager_bytes = 0;
 };
 
 /** A status for the C API from a failed transport call. */

@@ -108,7 +108,14 @@ Status Node::start() {
     auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
     if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
 
-    EngineContext ctx{*transport_, *device_, *registry_, *staging_, *progress_, mu_, device_id};
+    EngineContext ctx{*transport_,
+                      *device_,
+                      *registry_,
+                      *staging_,
+                      *progress_,
+                      mu_,
+                      device_id,
+                      static_cast<uint64_t>(config_.get_int("AFMESH_EAGER_BYTES"))};
     if (role_ == Role::kWorker)
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else

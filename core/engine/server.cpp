@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "clock.h"
 #include "imm.h"
@@ -150,9 +151,36 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req) {
     }
     Inbound &in = worker.inbound[req.slot];
     if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
+    if (req.eager) {
+        // The bytes are the message's, lent until this returns: into the slices now.
+        const uint8_t *from = req.eager_data;
+        for (const wire::TensorMeta &t : req.pushes) {
+            const Slice &slice = worker.slices[t.key];
+            if (Status s = place_eager(slice, from, t.bytes); !s) {
+                AFMESH_LOG(AFMESH_LOG_ERROR, "%s, slot %u: copying the push of key %llu into its receive slice "
+                           "failed: %s (the push-pull fails; answered empty)", worker_name(worker_rank).c_str(),
+                           req.slot, static_cast<unsigned long long>(t.key), s.message().c_str());
+                worker.inbound.erase(req.slot);
+                return answer_empty(worker_rank, req);
+            }
+            from += t.bytes;
+        }
+        req.eager_data = nullptr;  // the message's no longer
+    }
     in.have_request = true;
     in.request = std::move(req);
     complete_if_ready(worker_rank, in.request.slot);
+}
+
+Status ServerEngine::place_eager(const Slice &slice, const uint8_t *bytes, uint64_t count) {
+    if (count == 0) return Status::ok();
+    // A staged slice's ptr is its pinned host twin; otherwise the slice is
+    // the registered memory itself, which may be the device's.
+    if (slice.device_ptr || slice.reg->kind == AFMESH_MEM_HOST) {
+        memcpy(slice.ptr, bytes, count);
+        return Status::ok();
+    }
+    return ctx_.staging.copy(slice.ptr, bytes, count);
 }
 
 void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len) {
@@ -221,6 +249,7 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
         request->pushes.emplace_back(t.key, view);
     }
     request->pulls = std::move(in.request.pulls);
+    request->eager_answers = in.request.eager_answers;
     worker.inbound.erase(it);
     worker.ready.push_back(request);
     update_ready_counters();
@@ -459,6 +488,14 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
     response.arrived_ns = request.arrived_ns;
     response.processed_ns = request.processed_ns;
     for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
+    if (eager_answer(request, tensors, count, buffers)) {
+        std::lock_guard lock(ctx_.mu);
+        if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
+        response.eager = true;
+        response.eager_data =
+            wire::gather_eager(count, [&](size_t i) -> const afmesh_tensor & { return tensors[i]; }, &eager_);
+        return conclude(request, worker, response);
+    }
     const uint32_t imm = imm::encode(imm::Direction::kResponse, request.slot, request.generation);
     size_t t = 0;  // the next piece: tensor t from this offset
     uint64_t offset = 0;
@@ -500,14 +537,28 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
             t = next_t;
             offset = next_offset;
         }
-        if (t == count) {
-            if (Status s = send_response(worker, response); !s) {
-                fail_worker(request.worker, s);
-                return peer_failure(worker_name(request.worker), s);
-            }
-            return Status::ok();
-        }
+        if (t == count) return conclude(request, worker, response);
     }
+}
+
+bool ServerEngine::eager_answer(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
+                                const std::vector<Staging::Buffer> &buffers) const {
+    if (!request.eager_answers || !buffers.empty()) return false;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (tensors[i].bytes && tensors[i].kind != AFMESH_MEM_HOST) return false;
+        bytes += tensors[i].bytes;
+    }
+    return bytes <= ctx_.eager_bytes &&
+           wire::response_size(count) + bytes <= ctx_.transport.net_caps().max_send_size;
+}
+
+Status ServerEngine::conclude(const afmesh_request &request, Worker &worker, wire::Response &response) {
+    if (Status s = send_response(worker, response); !s) {
+        fail_worker(request.worker, s);
+        return peer_failure(worker_name(request.worker), s);
+    }
+    return Status::ok();
 }
 
 Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
@@ -520,6 +571,10 @@ Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
 void ServerEngine::answer_aborted(int32_t worker_rank, const wire::Request &request) {
     AFMESH_LOG(AFMESH_LOG_INFO, "%s aborted the push-pull in slot %u after %u writes (its stream failed); answered empty",
                worker_name(worker_rank).c_str(), request.slot, request.push_writes);
+    answer_empty(worker_rank, request);
+}
+
+void ServerEngine::answer_empty(int32_t worker_rank, const wire::Request &request) {
     wire::Response response;
     response.slot = request.slot;
     response.generation = request.generation;

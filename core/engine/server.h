@@ -35,6 +35,7 @@ struct afmesh_request {
     uint16_t slot = 0, generation = 0;
     std::vector<std::pair<uint64_t, afmesh_tensor>> pushes;
     std::vector<afmesh::wire::PullMeta> pulls;
+    bool eager_answers = false;  // the worker takes answers inside the RESPONSE
     uint64_t arrived_ns = 0, processed_ns = 0;
     /** Staged pushes: get_batch copies them from the pinned slice to the device before handing this out. */
     struct Copy {
@@ -108,8 +109,17 @@ private:
     void complete_if_ready(int32_t worker, uint16_t slot);
     /** Stamps responded_ns and sends the RESPONSE. */
     Status send_response(Worker &worker, wire::Response &response);
+    /** Sends the RESPONSE that ends an answer, with ctx.mu held; failing to, fails the worker. */
+    Status conclude(const afmesh_request &request, Worker &worker, wire::Response &response);
+    /** Whether the answer travels inside the RESPONSE: the worker takes it so, and it is small host memory. */
+    bool eager_answer(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
+                      const std::vector<Staging::Buffer> &buffers) const;
     /** Answers a request the worker aborted: empty answers, no writes. */
     void answer_aborted(int32_t worker, const wire::Request &request);
+    /** Answers a request with no answer at all (failed: the worker's push-pull fails; the slices come back). */
+    void answer_empty(int32_t worker, const wire::Request &request);
+    /** Copies an eager push's bytes into its receive slice. */
+    Status place_eager(const Slice &slice, const uint8_t *bytes, uint64_t count);
     void protocol_error(int32_t worker, const std::string &what);
     void free_slice(Slice &slice);
     bool batch_ready(afmesh_batch_mode mode) const;
@@ -135,6 +145,7 @@ private:
     std::vector<std::unique_ptr<Worker>> workers_;
     std::unordered_set<afmesh_request *> handed_out_;  // by get_batch, not yet answered
     std::vector<uint8_t> scratch_;
+    std::vector<uint8_t> eager_;  // an eager RESPONSE's answers, gathered; reused
     // Read by waiters without the lock.
     std::atomic<int> workers_with_requests_{0};
     std::atomic<int> failed_workers_{0};

@@ -11,12 +11,32 @@ constexpr size_t kTensorBytes = 8 + 8 + 4 + 1;
 constexpr size_t kPullExtraBytes = 16 + 8;
 // type, slot, generation, posted_ns, push_writes, flags, and the two counts.
 constexpr size_t kRequestFixedBytes = 1 + 2 + 2 + 8 + 4 + 1 + 4 + 4;
+// type, slot, generation, three timestamps, pull_writes, flags, and the count.
+constexpr size_t kResponseFixedBytes = 1 + 2 + 2 + 3 * 8 + 4 + 1 + 4;
+
+// The flags byte of a REQUEST and of a RESPONSE.
+constexpr uint8_t kAborted = 1;       // REQUEST: aborted; RESPONSE: failed
+constexpr uint8_t kEager = 2;         // the tensors' bytes follow the metadata
+constexpr uint8_t kEagerAnswers = 4;  // REQUEST: answers may come eagerly
+constexpr uint8_t kRequestFlags = kAborted | kEager | kEagerAnswers;
+constexpr uint8_t kResponseFlags = kAborted | kEager;
 
 Status malformed(const char *what) { return {Code::kPeerFailed, std::string("malformed ") + what + " message"}; }
 
-// At least one write per tensor unless the sender gave up part-way; never more than chunking allows.
-bool writes_plausible(uint32_t writes, bool gave_up, size_t tensors, uint64_t most_writes) {
+// At least one write per tensor unless the sender gave up part-way; never
+// more than chunking allows. None at all when the bytes came eagerly (and
+// then the sender did not give up: it had every byte).
+bool writes_plausible(uint32_t writes, bool gave_up, bool eager, size_t tensors, uint64_t most_writes) {
+    if (eager) return writes == 0 && !gave_up;
     return writes <= most_writes && (gave_up || writes >= tensors);
+}
+
+// Eager bytes follow the metadata: exactly `bytes` of them, the rest of the message.
+bool get_eager(ByteReader &r, bool eager, uint64_t bytes, const uint8_t **data) {
+    if (!eager) return r.done();
+    if (!r.ok() || r.remaining() != bytes) return false;
+    *data = r.here();
+    return true;
 }
 
 void put_rkey(ByteWriter &w, const afmesh_net_rkey &k) {
@@ -132,6 +152,20 @@ size_t request_size(size_t tensors, size_t pulls, size_t dims) {
     return kRequestFixedBytes + tensors * kTensorBytes + pulls * kPullExtraBytes + dims * sizeof(int64_t);
 }
 
+size_t response_size(size_t pulls) { return kResponseFixedBytes + pulls * sizeof(uint64_t); }
+
+uint64_t eager_bytes(const Request &m) {
+    uint64_t n = 0;
+    for (const TensorMeta &t : m.pushes) n += t.bytes;
+    return n;
+}
+
+uint64_t eager_bytes(const Response &m) {
+    uint64_t n = 0;
+    for (uint64_t b : m.pull_bytes) n += b;
+    return n;
+}
+
 void encode(const Request &m, std::vector<uint8_t> &out) {
     ByteWriter w(out);
     w.u8(static_cast<uint8_t>(Type::kRequest));
@@ -139,7 +173,7 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
     w.u16(m.generation);
     w.u64(m.posted_ns);
     w.u32(m.push_writes);
-    w.u8(m.aborted ? 1 : 0);
+    w.u8((m.aborted ? kAborted : 0) | (m.eager ? kEager : 0) | (m.eager_answers ? kEagerAnswers : 0));
     w.u32(static_cast<uint32_t>(m.pushes.size()));
     for (const TensorMeta &t : m.pushes) put_tensor(w, t);
     w.u32(static_cast<uint32_t>(m.pulls.size()));
@@ -148,6 +182,7 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
         put_rkey(w, p.rkey);
         w.u64(p.offset);
     }
+    if (m.eager) w.raw(m.eager_data, eager_bytes(m));
 }
 
 Status decode(const void *data, size_t len, Request *m) {
@@ -157,16 +192,18 @@ Status decode(const void *data, size_t len, Request *m) {
     m->posted_ns = r.u64();
     m->push_writes = r.u32();
     const uint8_t flags = r.u8();
-    m->aborted = flags == 1;
+    m->aborted = flags & kAborted;
+    m->eager = flags & kEager;
+    m->eager_answers = flags & kEagerAnswers;
     uint32_t n = 0;
-    if (flags > 1 || !get_count(r, kTensorBytes, &n)) return malformed("REQUEST");
+    if ((flags & ~kRequestFlags) || !get_count(r, kTensorBytes, &n)) return malformed("REQUEST");
     m->pushes.resize(n);
     uint64_t most_writes = 0;
     for (TensorMeta &t : m->pushes) {
         if (!get_tensor(r, &t)) return malformed("REQUEST");
         most_writes += max_writes(t.bytes);
     }
-    if (!writes_plausible(m->push_writes, m->aborted, m->pushes.size(), most_writes))
+    if (!writes_plausible(m->push_writes, m->aborted, m->eager, m->pushes.size(), most_writes))
         return malformed("REQUEST (write count)");
     if (!get_count(r, kTensorBytes + kPullExtraBytes, &n)) return malformed("REQUEST");
     m->pulls.resize(n);
@@ -175,7 +212,7 @@ Status decode(const void *data, size_t len, Request *m) {
         p.rkey = get_rkey(r);
         p.offset = r.u64();
     }
-    return r.done() ? Status::ok() : malformed("REQUEST");
+    return get_eager(r, m->eager, eager_bytes(*m), &m->eager_data) ? Status::ok() : malformed("REQUEST");
 }
 
 void encode(const Response &m, std::vector<uint8_t> &out) {
@@ -187,9 +224,10 @@ void encode(const Response &m, std::vector<uint8_t> &out) {
     w.u64(m.processed_ns);
     w.u64(m.responded_ns);
     w.u32(m.pull_writes);
-    w.u8(m.failed ? 1 : 0);
+    w.u8((m.failed ? kAborted : 0) | (m.eager ? kEager : 0));
     w.u32(static_cast<uint32_t>(m.pull_bytes.size()));
     for (uint64_t b : m.pull_bytes) w.u64(b);
+    if (m.eager) w.raw(m.eager_data, eager_bytes(m));
 }
 
 Status decode(const void *data, size_t len, Response *m) {
@@ -201,18 +239,21 @@ Status decode(const void *data, size_t len, Response *m) {
     m->responded_ns = r.u64();
     m->pull_writes = r.u32();
     const uint8_t flags = r.u8();
-    m->failed = flags == 1;
+    m->failed = flags & kAborted;
+    m->eager = flags & kEager;
     uint32_t n = 0;
-    if (flags > 1 || !get_count(r, 8, &n)) return malformed("RESPONSE");
+    if ((flags & ~kResponseFlags) || !get_count(r, 8, &n)) return malformed("RESPONSE");
     m->pull_bytes.resize(n);
     uint64_t most_writes = 0;
     for (uint64_t &b : m->pull_bytes) {
         b = r.u64();
+        if (b >= kMaxTensorBytes) return malformed("RESPONSE");
         most_writes += max_writes(b);
     }
-    if (!r.done()) return malformed("RESPONSE");
-    return writes_plausible(m->pull_writes, m->failed, n, most_writes) ? Status::ok()
-                                                                        : malformed("RESPONSE (write count)");
+    if (!get_eager(r, m->eager, eager_bytes(*m), &m->eager_data)) return malformed("RESPONSE");
+    return writes_plausible(m->pull_writes, m->failed, m->eager, n, most_writes)
+               ? Status::ok()
+               : malformed("RESPONSE (write count)");
 }
 
 }  // namespace afmesh::wire

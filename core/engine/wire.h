@@ -1,6 +1,8 @@
 // Data-plane messages between workers and servers, carried by the
-// transport's two-sided send. Tensor bytes never travel here: they move with
-// one write_imm each into pre-advertised slices (see imm.h).
+// transport's two-sided send. Tensor bytes move with one write_imm each into
+// pre-advertised slices (see imm.h), except small ones, which travel inside
+// the REQUEST or RESPONSE (eager): one transport operation each way instead
+// of two, which is most of a small push-pull's cost on a provider like shm.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,9 @@
 namespace afmesh::wire {
 
 constexpr uint32_t kMagic = 0x444d4641;  // "AFMD"
-constexpr uint16_t kProtocolVersion = 2;  // 2: REQUEST and RESPONSE carry their write counts and a failure flag
+// 2: REQUEST and RESPONSE carry their write counts and a failure flag;
+// 3: and, eager, the tensors' bytes themselves.
+constexpr uint16_t kProtocolVersion = 3;
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
 /**
  * A tensor may travel in several writes (staged device memory is sent chunk
@@ -82,8 +86,17 @@ struct Request {
      * hand the slices back, and hands nothing out.
      */
     bool aborted = false;
+    /** The worker can take the answers eagerly: every pull buffer is host memory. */
+    bool eager_answers = false;
     std::vector<TensorMeta> pushes;
     std::vector<PullMeta> pulls;
+    /**
+     * Eager: the pushes' bytes, concatenated in push order, travel after the
+     * metadata (push_writes is 0). Encoding reads them from eager_data;
+     * decoding points eager_data into the message, valid as long as it is.
+     */
+    bool eager = false;
+    const uint8_t *eager_data = nullptr;
 };
 
 struct Response {
@@ -98,14 +111,40 @@ struct Response {
      */
     bool failed = false;
     std::vector<uint64_t> pull_bytes;
+    /** Eager, as in Request: the answers' bytes (pull_bytes of each) follow, and no writes. */
+    bool eager = false;
+    const uint8_t *eager_data = nullptr;
 };
+
+/** The bytes an eager request or response carries: the sum of its tensors' lengths. */
+uint64_t eager_bytes(const Request &m);
+uint64_t eager_bytes(const Response &m);
+
+/**
+ * The eager bytes of `count` tensors (`tensor_at(i)` gives the i-th) in one
+ * run: a single tensor's own memory, or several gathered into `scratch`.
+ */
+template <class TensorAt>
+const uint8_t *gather_eager(size_t count, TensorAt tensor_at, std::vector<uint8_t> *scratch) {
+    if (count == 1) return static_cast<const uint8_t *>(tensor_at(0).data);
+    scratch->clear();
+    for (size_t i = 0; i < count; ++i) {
+        const afmesh_tensor &t = tensor_at(i);
+        const auto *p = static_cast<const uint8_t *>(t.data);
+        if (t.bytes) scratch->insert(scratch->end(), p, p + t.bytes);
+    }
+    return scratch->data();
+}
 
 /**
  * The bytes encode() gives a REQUEST of `tensors` push and pull tensors
- * (`pulls` of them pulls) with `dims` dimensions in all: checked against
- * the transport's message limit before anything is posted.
+ * (`pulls` of them pulls) with `dims` dimensions in all, without eager
+ * bytes: checked against the transport's message limit before anything is
+ * posted.
  */
 size_t request_size(size_t tensors, size_t pulls, size_t dims);
+/** The bytes encode() gives a RESPONSE of `pulls` answers, without eager bytes. */
+size_t response_size(size_t pulls);
 
 /** BYE has no body: the type byte is the whole message. */
 void encode_bye(std::vector<uint8_t> &out);

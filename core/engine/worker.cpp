@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "clock.h"
 #include "imm.h"
@@ -191,7 +192,7 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
         part.most_answer_writes = static_cast<uint32_t>(
             std::min<uint64_t>(part.most_answer_writes + wire::max_writes(t.bytes), UINT32_MAX));
     }
-    for (const Part &p : op.parts) {
+    for (Part &p : op.parts) {
         const Server &server = servers_[p.server];
         if (server.failed) return peer_failure("server " + std::to_string(p.server), server.failure);
         for (size_t a = 0; a < p.pushes.size(); ++a)
@@ -203,10 +204,10 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
         size_t dims = 0;
         for (uint32_t i : p.pushes) dims += op.pushes[i].tensor.ndim;
         for (uint32_t i : p.pulls) dims += op.pulls[i].tensor.ndim;
-        const size_t request_bytes = wire::request_size(p.pushes.size() + p.pulls.size(), p.pulls.size(), dims);
-        if (const uint32_t limit = ctx_.transport.net_caps().max_send_size; request_bytes > limit)
+        p.request_bytes = wire::request_size(p.pushes.size() + p.pulls.size(), p.pulls.size(), dims);
+        if (const uint32_t limit = ctx_.transport.net_caps().max_send_size; p.request_bytes > limit)
             return {Code::kInvalidArgument, "the request to server " + std::to_string(p.server) + " (" +
-                                                std::to_string(request_bytes) +
+                                                std::to_string(p.request_bytes) +
                                                 " bytes of metadata) exceeds the transport's message limit of " +
                                                 std::to_string(limit) + "; use fewer tensors per push-pull"};
     }
@@ -349,9 +350,29 @@ bool WorkerEngine::advance(uint16_t slot, Part &part) {
     Server &server = servers_[part.server];
     for (uint32_t i : part.pushes) server.slices[op.pushes[i].key].busy_slot = slot;
     part.claimed = true;
+    part.eager = eager_pushes(op, part);
+    part.eager_answers = host_pulls(op, part);
     part.trace.posted = monotonic_ns();
     post_ready(slot, part);
     return true;
+}
+
+bool WorkerEngine::eager_pushes(const Op &op, const Part &part) const {
+    uint64_t bytes = 0;
+    for (uint32_t i : part.pushes) {
+        const PushSpec &push = op.pushes[i];
+        if (push.staged.ptr || push.ready_bytes != push.tensor.bytes) return false;
+        if (push.tensor.bytes && push.tensor.kind != AFMESH_MEM_HOST) return false;
+        bytes += push.tensor.bytes;
+    }
+    return bytes <= ctx_.eager_bytes && part.request_bytes + bytes <= ctx_.transport.net_caps().max_send_size;
+}
+
+bool WorkerEngine::host_pulls(const Op &op, const Part &part) const {
+    return std::all_of(part.pulls.begin(), part.pulls.end(), [&](uint32_t i) {
+        const PullSpec &pull = op.pulls[i];
+        return pull.staged.ptr || pull.tensor.bytes == 0 || pull.tensor.kind == AFMESH_MEM_HOST;
+    });
 }
 
 void WorkerEngine::post_ready(uint16_t slot, Part &part) {
@@ -364,7 +385,7 @@ void WorkerEngine::post_ready(uint16_t slot, Part &part) {
         return push.tensor.bytes == 0 || push.ready_bytes > 0;
     };
     while (!part.request_sent && !server.failed) {
-        if (!op.error.is_ok() || part.next_push == part.pushes.size()) return send_request(slot, part);
+        if (!op.error.is_ok() || part.eager || part.next_push == part.pushes.size()) return send_request(slot, part);
         const PushSpec &push = op.pushes[part.pushes[part.next_push]];
         const uint64_t offset = part.next_offset, end = push.ready_bytes;
         if (push.tensor.bytes > 0 && end == offset) return;  // the stream has not produced more yet
@@ -393,7 +414,13 @@ void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
     request.posted_ns = part.trace.posted;
     request.push_writes = part.writes;
     request.aborted = !op.error.is_ok();
+    request.eager = part.eager && !request.aborted;
+    request.eager_answers = part.eager_answers;
     for (uint32_t i : part.pushes) request.pushes.push_back(meta_of(op.pushes[i].key, op.pushes[i].tensor));
+    if (request.eager)
+        request.eager_data = wire::gather_eager(
+            part.pushes.size(), [&](size_t i) -> const afmesh_tensor & { return op.pushes[part.pushes[i]].tensor; },
+            &eager_);
     for (uint32_t i : part.pulls) {
         const PullSpec &pull = op.pulls[i];
         wire::PullMeta meta;
@@ -451,12 +478,15 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
         return protocol_error(server_rank, "RESPONSE for no request in flight");
     if (part->imms > response.pull_writes || (part->aborted && response.pull_writes > 0))
         return protocol_error(server_rank, "RESPONSE announces fewer writes than arrived");
+    if (response.eager && !part->eager_answers)
+        return protocol_error(server_rank, "eager RESPONSE to a request that did not offer to take one");
     for (size_t i = 0; i < part->pulls.size(); ++i) {
         PullSpec &pull = op.pulls[part->pulls[i]];
         if (response.pull_bytes[i] > pull.tensor.bytes)
             return protocol_error(server_rank, "RESPONSE longer than the pull buffer");
         pull.received_bytes = response.pull_bytes[i];
     }
+    if (response.eager) take_eager_answers(op, *part, response);
     AFMESH_LOG(AFMESH_LOG_TRACE, "server %d, slot %u: %zu answers arrived in %u writes", server_rank,
                response.slot, response.pull_bytes.size(), response.pull_writes);
     part->response_arrived = true;
@@ -469,6 +499,15 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
                                                   " could not send its whole answer (a device copy failed there; "
                                                   "see its log)"});
     complete_part_if_done(response.slot, *part);
+}
+
+void WorkerEngine::take_eager_answers(Op &op, const Part &part, const wire::Response &response) {
+    const uint8_t *from = response.eager_data;
+    for (size_t i = 0; i < part.pulls.size(); ++i) {
+        const uint64_t n = response.pull_bytes[i];
+        if (n) memcpy(op.pulls[part.pulls[i]].tensor.data, from, n);  // a staged pull's pinned buffer, or host memory
+        from += n;
+    }
 }
 
 void WorkerEngine::on_imm(int32_t server_rank, uint32_t value) {

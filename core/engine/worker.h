@@ -4,7 +4,10 @@
 // writes its push tensors into the server's advertised receive slices (one
 // write_imm each), then sends one REQUEST carrying the tensors' metadata and
 // where to write the answers. It completes when that server's RESPONSE and
-// one immediate per answered pull have arrived, in any order. A slice is
+// one immediate per answered pull have arrived, in any order. Small host
+// tensors (AFMESH_EAGER_BYTES in all) skip the writes: they travel inside
+// the REQUEST, and the answers inside the RESPONSE where the pull buffers
+// are host memory, so a small push-pull is one transport operation each way. A slice is
 // "busy" from the write until the response: a later push of the same key to
 // the same server waits (credit), so the server never sees a slice
 // overwritten while it still reads it.
@@ -108,6 +111,9 @@ private:
         size_t next_push = 0;          // pushes before this one are posted whole,
         uint64_t next_offset = 0;      // and this one up to here
         uint32_t writes = 0;           // posted so far
+        size_t request_bytes = 0;    // the REQUEST's metadata
+        bool eager = false;          // the pushes travel inside the REQUEST (decided when claimed)
+        bool eager_answers = false;  // the REQUEST offers to take the answers inside the RESPONSE
         bool request_sent = false, aborted = false, response_arrived = false, done = false;
         uint32_t imms = 0;
         afmesh_trace trace{};
@@ -194,8 +200,14 @@ private:
      * its REQUEST once every byte is posted, or at once (aborted) when the op failed.
      */
     void post_ready(uint16_t slot, Part &part);
+    /** Whether the part's pushes may travel inside its REQUEST: few bytes of host memory, all ready. */
+    bool eager_pushes(const Op &op, const Part &part) const;
+    /** Whether every pull buffer of the part is host memory (staged ones are), so answers may come eagerly. */
+    bool host_pulls(const Op &op, const Part &part) const;
     /** Encodes the part's REQUEST into scratch_. */
     void encode_request(uint16_t slot, const Part &part);
+    /** Copies an eager RESPONSE's answers into the part's pull buffers. */
+    void take_eager_answers(Op &op, const Part &part, const wire::Response &response);
     void send_request(uint16_t slot, Part &part);
     /** True when every slice the part needs is advertised, large enough and free. */
     bool slices_ready(uint16_t slot, const Part &part);
@@ -213,6 +225,7 @@ private:
     std::deque<uint16_t> free_slots_;  // FIFO, so retired results stay readable for a while
     uint32_t next_sequence_ = 1;
     std::vector<uint8_t> scratch_;  // message encoding buffer, reused
+    std::vector<uint8_t> eager_;    // an eager REQUEST's pushes, gathered; reused
     wire::Request request_;         // REQUEST being encoded, reused so its vectors keep their capacity
     std::vector<void *> flags_;     // per slot, made by the first stream_wait on it
     std::vector<Parked> gated_;      // ops (slot, sequence) whose gate open_gates() watches

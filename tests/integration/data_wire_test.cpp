@@ -1,7 +1,8 @@
 // The data-plane messages between workers and servers (core/engine/wire.h),
 // without sockets: every message survives a round trip, every truncation is
-// refused, and so are write counts that chunking cannot produce, unknown
-// flags and peers of another protocol version.
+// refused, and so are write counts that chunking cannot produce, eager
+// messages whose bytes do not match their tensors, unknown flags and peers
+// of another protocol version.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -146,7 +147,7 @@ TEST(DataWire, UnknownFlagsAreRefused) {
     std::vector<uint8_t> request = encoded(sample_request(3, false));
     constexpr size_t kRequestFlags = 1 + 2 + 2 + 8 + 4;
     ASSERT_TRUE(decode_bytes<Request>(request));
-    request[kRequestFlags] = 2;
+    request[kRequestFlags] = 8;
     EXPECT_FALSE(decode_bytes<Request>(request));
     // type, slot, generation, three timestamps, pull_writes.
     std::vector<uint8_t> response = encoded(sample_response(2, false));
@@ -154,6 +155,69 @@ TEST(DataWire, UnknownFlagsAreRefused) {
     ASSERT_TRUE(decode_bytes<Response>(response));
     response[kResponseFlags] = 0x80;
     EXPECT_FALSE(decode_bytes<Response>(response));
+}
+
+/** An eager REQUEST: a 5-byte and an empty push travel inside it, and the answers may come so. */
+Request eager_request(const uint8_t *bytes) {
+    Request r = sample_request(0, false);
+    r.pushes = {tensor(1, 5), tensor(2, 0)};
+    r.eager = true;
+    r.eager_answers = true;
+    r.eager_data = bytes;
+    return r;
+}
+
+TEST(DataWire, EagerBytesTravelInsideTheirMessage) {
+    const uint8_t pushed[5] = {1, 2, 3, 4, 5};
+    const std::vector<uint8_t> request = encoded(eager_request(pushed));
+    EXPECT_EQ(request.size(), encoded(sample_request(2, false)).size() + sizeof pushed);
+    Request in;
+    ASSERT_TRUE(decode(request.data(), request.size(), &in));
+    EXPECT_TRUE(in.eager);
+    EXPECT_TRUE(in.eager_answers);
+    ASSERT_NE(in.eager_data, nullptr);
+    EXPECT_EQ(std::vector<uint8_t>(in.eager_data, in.eager_data + 5), std::vector<uint8_t>(pushed, pushed + 5));
+
+    Response r = sample_response(0, false);
+    const uint8_t answer[3] = {9, 8, 7};
+    r.pull_bytes = {3, 0};
+    r.eager = true;
+    r.eager_data = answer;
+    const std::vector<uint8_t> response = encoded(r);
+    Response back;
+    ASSERT_TRUE(decode(response.data(), response.size(), &back));
+    EXPECT_TRUE(back.eager);
+    EXPECT_EQ(std::vector<uint8_t>(back.eager_data, back.eager_data + 3), std::vector<uint8_t>(answer, answer + 3));
+}
+
+// The tensors' lengths say how many eager bytes follow: one more or one
+// fewer is refused, and so are writes announced besides (the receiver would
+// wait for immediates that never come) or an abort (the sender had every byte).
+TEST(DataWire, EagerMessagesMustCarryExactlyTheirTensorsBytes) {
+    const uint8_t pushed[6] = {1, 2, 3, 4, 5, 6};
+    std::vector<uint8_t> request = encoded(eager_request(pushed));
+    request.push_back(0);
+    EXPECT_FALSE(decode_bytes<Request>(request));
+    request.resize(request.size() - 2);
+    EXPECT_FALSE(decode_bytes<Request>(request));  // every shorter cut: EveryTruncationIsRefused
+    Request writes = eager_request(pushed);
+    writes.push_writes = 1;
+    EXPECT_FALSE(decode_bytes<Request>(encoded(writes)));
+    Request aborted = eager_request(pushed);
+    aborted.aborted = true;
+    EXPECT_FALSE(decode_bytes<Request>(encoded(aborted)));
+
+    const uint8_t answer[4] = {};
+    Response r = sample_response(0, false);
+    r.pull_bytes = {4};
+    r.eager = true;
+    r.eager_data = answer;
+    std::vector<uint8_t> response = encoded(r);
+    ASSERT_TRUE(decode_bytes<Response>(response));
+    response.pop_back();
+    EXPECT_FALSE(decode_bytes<Response>(response));
+    r.pull_writes = 1;
+    EXPECT_FALSE(decode_bytes<Response>(encoded(r)));
 }
 
 TEST(DataWire, APeerOfAnotherProtocolVersionIsRefusedNamingBoth) {
