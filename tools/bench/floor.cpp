@@ -78,20 +78,19 @@ void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, uint32_t byt
     transport_->net().write_imm(transport_->ctx(), conn, send_buf_.data(), n, send_mr_, &peer.rkey, 0, 0, 0, 0);
 }
 
-// One answer to every worker once each is known and owed one (a batch), or
-// every answer owed to a known worker when answering as writes land.
+// Answers as writes land: every answer owed to a known worker. Batching:
+// one answer to each owed worker, while at least batch_workers_ are owed.
 void FloorEndpoint::answer_owed() {
-    if (batch_workers_ == 1) {
+    auto owed = [](const Peer &peer) { return peer.known && !peer.owed.empty(); };
+    auto num_owed = [&] {
+        return std::count_if(peers_.begin(), peers_.end(), [&](const auto &entry) { return owed(entry.second); });
+    };
+    while (num_owed() >= batch_workers_)
         for (auto &[conn, peer] : peers_)
-            for (; peer.known && !peer.owed.empty(); peer.owed.pop_front()) answer(conn, peer, peer.owed.front());
-        return;
-    }
-    auto owed = [](const auto &entry) { return entry.second.known && !entry.second.owed.empty(); };
-    while (std::count_if(peers_.begin(), peers_.end(), owed) == batch_workers_)
-        for (auto &[conn, peer] : peers_) {
-            answer(conn, peer, peer.owed.front());
-            peer.owed.pop_front();
-        }
+            if (owed(peer)) {
+                answer(conn, peer, peer.owed.front());
+                peer.owed.pop_front();
+            }
 }
 
 void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
