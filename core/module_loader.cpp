@@ -164,6 +164,14 @@ Module::~Module() {
     if (handle_) dlclose(handle_);
 }
 
+uint32_t Module::write_segs() const {
+    if (kind_ != AFMESH_MODULE_TRANSPORT || abi_minor_ < 2) return 0;
+    const afmesh_net_ops &ops = net();
+    if (ops.struct_size < offsetof(afmesh_net_ops, write_imm_v) + sizeof ops.write_imm_v || !ops.write_imm_v)
+        return 0;
+    return caps_.max_write_segs >= 2 ? caps_.max_write_segs : 0;
+}
+
 std::string Module::describe() const {
     if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_) return {};
     const afmesh_net_ops &ops = net();

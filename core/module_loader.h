@@ -56,6 +56,8 @@ public:
     const afmesh_net_caps &net_caps() const { return caps_; }
     /** A transport's describe() text (ABI 1.1), or "" when it has none. */
     std::string describe() const;
+    /** Most segments the transport's write_imm_v (ABI 1.2) takes; 0 when it has none. */
+    uint32_t write_segs() const;
 
 private:
     friend Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);

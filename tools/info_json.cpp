@@ -86,6 +86,7 @@ void write_transport(JsonWriter &json, const InfoReport &report) {
         json.key("max_inline").number(uint64_t{c.max_inline});
         json.key("max_send_size").number(uint64_t{c.max_send_size});
         json.key("max_write_size").number(c.max_write_size);
+        json.key("max_write_segs").number(uint64_t{c.max_write_segs});
         json.key("recv_depth").number(uint64_t{c.recv_depth});
         json.key("max_addr_size").number(uint64_t{c.max_addr_size});
         json.end_object();

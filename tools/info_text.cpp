@@ -90,10 +90,10 @@ void write_selected(const InfoReport &report, FILE *out) {
             "      flags: %s\n"
             "      memory kinds: %s\n"
             "      immediate: %" PRIu32 " B, inline: %" PRIu32 " B, max send: %" PRIu32
-            " B, max write: %s, recv depth: %" PRIu32 ", address: %" PRIu32 " B\n",
+            " B, max write: %s in up to %" PRIu32 " segments, recv depth: %" PRIu32 ", address: %" PRIu32 " B\n",
             flags.empty() ? "(none)" : flags.c_str(), join(mem_kind_names(c.mem_kinds), ", ").c_str(),
-            c.imm_bytes, c.max_inline, c.max_send_size, human_bytes(c.max_write_size).c_str(), c.recv_depth,
-            c.max_addr_size);
+            c.imm_bytes, c.max_inline, c.max_send_size, human_bytes(c.max_write_size).c_str(),
+            std::max<uint32_t>(c.max_write_segs, 1), c.recv_depth, c.max_addr_size);
 }
 
 void write_variables(const InfoReport &report, FILE *out) {

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "log.h"
 #include "module_params.h"
@@ -60,15 +61,29 @@ std::vector<uint8_t> header_bytes(const FrameHeader &header) {
     return bytes;
 }
 
-FrameHeader write_header(uint64_t key, uint64_t offset, uint64_t length, uint32_t imm = 0) {
+FrameHeader write_header(uint64_t key, uint64_t offset, uint64_t length, uint32_t imm = 0,
+                         FrameType type = FrameType::kWriteImm) {
     FrameHeader h;
-    h.type = FrameType::kWriteImm;
+    h.type = type;
     h.key = key;
     h.offset = offset;
     h.length = length;
     h.imm = imm;
     return h;
 }
+
+/**
+ * A WRITE frame (a write_imm_v segment before the last): placed like a
+ * WRITE_IMM, under the same checks, and announced by none.
+ */
+FrameHeader plain_write_header(uint64_t key, uint64_t offset, uint64_t length) {
+    return write_header(key, offset, length, 0, FrameType::kWrite);
+}
+
+/** The frame types that place a payload in a region: each refusal below holds for both. */
+constexpr FrameType kWriteTypes[] = {FrameType::kWriteImm, FrameType::kWrite};
+
+std::string type_trace(FrameType type) { return "frame type " + std::to_string(static_cast<int>(type)); }
 
 std::vector<uint8_t> frame(const FrameHeader &header, uint8_t fill = kPayloadByte) {
     std::vector<uint8_t> bytes = header_bytes(header);
@@ -202,24 +217,36 @@ TEST_F(TcpMaliciousFrames, RefusesNonZeroReservedFields) {
 }
 
 TEST_F(TcpMaliciousFrames, RefusesUnknownKeys) {
-    expect_refused(frame(write_header(rkey_.key + 1000, 0, 8)), AFMESH_HAL_ACCESS, "unknown region");
+    for (FrameType type : kWriteTypes) {
+        SCOPED_TRACE(type_trace(type));
+        expect_refused(frame(write_header(rkey_.key + 1000, 0, 8, 0, type)), AFMESH_HAL_ACCESS, "unknown region");
+    }
 }
 
 TEST_F(TcpMaliciousFrames, RefusesOffsetsPastTheRegion) {
-    expect_refused(frame(write_header(rkey_.key, kRegion + 1, 0)), AFMESH_HAL_ACCESS, "outside");
-    expect_refused(frame(write_header(rkey_.key, kRegion, 1)), AFMESH_HAL_ACCESS, "outside");
+    for (FrameType type : kWriteTypes) {
+        SCOPED_TRACE(type_trace(type));
+        expect_refused(frame(write_header(rkey_.key, kRegion + 1, 0, 0, type)), AFMESH_HAL_ACCESS, "outside");
+        expect_refused(frame(write_header(rkey_.key, kRegion, 1, 0, type)), AFMESH_HAL_ACCESS, "outside");
+    }
 }
 
 TEST_F(TcpMaliciousFrames, RefusesLengthsPastTheRegion) {
-    expect_refused(frame(write_header(rkey_.key, 0, kRegion + 1)), AFMESH_HAL_ACCESS, "outside");
-    expect_refused(frame(write_header(rkey_.key, kRegion - 8, 9)), AFMESH_HAL_ACCESS, "outside");
+    for (FrameType type : kWriteTypes) {
+        SCOPED_TRACE(type_trace(type));
+        expect_refused(frame(write_header(rkey_.key, 0, kRegion + 1, 0, type)), AFMESH_HAL_ACCESS, "outside");
+        expect_refused(frame(write_header(rkey_.key, kRegion - 8, 9, 0, type)), AFMESH_HAL_ACCESS, "outside");
+    }
 }
 
 TEST_F(TcpMaliciousFrames, RefusesOffsetPlusLengthOverflow) {
-    // offset + length wraps to 8: inside the region if the check overflowed.
-    std::vector<uint8_t> attack = header_bytes(write_header(rkey_.key, 16, UINT64_MAX - 7));
-    attack.resize(attack.size() + 64, kPayloadByte);
-    expect_refused(attack, AFMESH_HAL_ACCESS, "outside");
+    for (FrameType type : kWriteTypes) {
+        SCOPED_TRACE(type_trace(type));
+        // offset + length wraps to 8: inside the region if the check overflowed.
+        std::vector<uint8_t> attack = header_bytes(write_header(rkey_.key, 16, UINT64_MAX - 7, 0, type));
+        attack.resize(attack.size() + 64, kPayloadByte);
+        expect_refused(attack, AFMESH_HAL_ACCESS, "outside");
+    }
 }
 
 TEST_F(TcpMaliciousFrames, RefusesWritesIntoALocalOnlyRegion) {
@@ -229,9 +256,46 @@ TEST_F(TcpMaliciousFrames, RefusesWritesIntoALocalOnlyRegion) {
     afmesh_net_rkey rkey{};
     ASSERT_EQ(ops().mem_register(ctx(), local.data(), local.size(), &mem, AFMESH_NET_ACCESS_LOCAL, &mr, &rkey),
               AFMESH_HAL_OK);
-    expect_refused(frame(write_header(rkey.key, 0, 8)), AFMESH_HAL_ACCESS, "does not accept remote writes");
+    for (FrameType type : kWriteTypes) {
+        SCOPED_TRACE(type_trace(type));
+        expect_refused(frame(write_header(rkey.key, 0, 8, 0, type)), AFMESH_HAL_ACCESS,
+                       "does not accept remote writes");
+    }
     EXPECT_EQ(std::count(local.begin(), local.end(), 0), 64);
     EXPECT_EQ(ops().mem_deregister(ctx(), mr), AFMESH_HAL_OK);
+}
+
+TEST_F(TcpMaliciousFrames, RefusesWriteFramesCarryingAnImmediate) {
+    FrameHeader header = plain_write_header(rkey_.key, 0, 8);
+    header.imm = 1;
+    expect_refused(frame(header), AFMESH_HAL_PEER_FAILED, "write frame carries an immediate");
+}
+
+// A WRITE lands and reports nothing; the WRITE_IMM after it announces both.
+TEST_F(TcpMaliciousFrames, AWriteFrameIsAnnouncedByTheWriteImmAfterIt) {
+    auto peer = connect_raw();
+    peer->send_bytes(frame(plain_write_header(rkey_.key, 0, 64), 0x11));
+    ASSERT_TRUE(poll_until(
+        {endpoint_.get()}, [&] { return region()[63] == 0x11; }, "the WRITE frame's payload to land"));
+    for (int round = 0; round < 50; ++round) endpoint_->poll_once();
+    EXPECT_EQ(endpoint_->count(AFMESH_NET_EV_IMM, peer->conn), 0u) << "a WRITE frame delivered an immediate";
+    peer->send_bytes(frame(write_header(rkey_.key, 1000, 16, 21), 0x22));
+    ASSERT_TRUE(poll_until(
+        {endpoint_.get()}, [&] { return endpoint_->count(AFMESH_NET_EV_IMM, peer->conn) == 1; }, "the WRITE_IMM"));
+    EXPECT_EQ(endpoint_->take(AFMESH_NET_EV_IMM, peer->conn)->imm, 21u);
+    for (size_t i = 0; i < 64; ++i) ASSERT_EQ(region()[i], 0x11) << "WRITE byte " << i;
+    for (size_t i = 1000; i < 1016; ++i) ASSERT_EQ(region()[i], 0x22) << "WRITE_IMM byte " << i;
+    expect_guards_intact();
+    EXPECT_EQ(ops().close(ctx(), peer->conn), AFMESH_HAL_OK);
+}
+
+// write_imm_v's failure on the wire: a refused segment fails the connection
+// before the WRITE_IMM behind it, valid as it is, can deliver its immediate.
+TEST_F(TcpMaliciousFrames, ARefusedWriteFrameWithholdsTheImmediateBehindIt) {
+    std::vector<uint8_t> stream = frame(plain_write_header(rkey_.key, kRegion, 8));
+    const std::vector<uint8_t> last = frame(write_header(rkey_.key, 0, 16, 33), 0x44);
+    stream.insert(stream.end(), last.begin(), last.end());
+    expect_refused(stream, AFMESH_HAL_ACCESS, "outside");
 }
 
 TEST_F(TcpMaliciousFrames, RefusesOversizeMessages) {

@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 
 #include <cstring>
+#include <map>
+#include <string>
 
 #include "log.h"
 #include "module_params.h"
@@ -35,6 +37,27 @@ TEST(TcpWireFormat, HeaderRoundTrips) {
     EXPECT_EQ(out.key, in.key);
     EXPECT_EQ(out.offset, in.offset);
     EXPECT_EQ(out.length, in.length);
+}
+
+TEST(TcpWireFormat, AWriteFrameRoundTripsWithoutAnImmediate) {
+    tcp::FrameHeader in;
+    in.type = tcp::FrameType::kWrite;
+    in.key = 7;
+    in.offset = 4096;
+    in.length = 100;
+    uint8_t bytes[tcp::kFrameHeaderSize];
+    tcp::encode_frame_header(in, bytes);
+    tcp::FrameHeader out;
+    tcp::Reason why;
+    ASSERT_TRUE(tcp::decode_frame_header(bytes, &out, &why)) << why.text;
+    EXPECT_EQ(out.type, tcp::FrameType::kWrite);
+    EXPECT_EQ(out.key, in.key);
+    EXPECT_EQ(out.offset, in.offset);
+    EXPECT_EQ(out.length, in.length);
+    in.imm = 1;  // only the WRITE_IMM that ends a write_imm_v carries one
+    tcp::encode_frame_header(in, bytes);
+    EXPECT_FALSE(tcp::decode_frame_header(bytes, &out, &why));
+    EXPECT_NE(std::string(why.text).find("carries an immediate"), std::string::npos) << why.text;
 }
 
 TEST(TcpAddressFormat, RoundTripsBothFamilies) {
@@ -121,6 +144,7 @@ TEST_F(TcpTransport, ReportsItsCaps) {
     EXPECT_EQ(caps.max_send_size, tcp::kMaxSendSize);
     EXPECT_EQ(caps.max_addr_size, tcp::kAddressBlobSize);
     EXPECT_GE(caps.max_write_size, uint64_t{1} << 40) << "no cap users hit";
+    EXPECT_GE(caps.max_write_segs, 2u) << "a tensor and its metadata in one write_imm_v";
 }
 
 TEST_F(TcpTransport, ListensWhereAfmeshTcpBindSays) {
@@ -183,6 +207,93 @@ TEST_F(TcpTransport, ChecksTheSourceOfZeroCopyWrites) {
               AFMESH_HAL_ACCESS)
         << "a registration without AFMESH_NET_ACCESS_LOCAL";
     EXPECT_NE(take_module_error().find("LOCAL"), std::string::npos);
+}
+
+// write_imm_v checks every segment as write_imm checks its one, and refuses
+// the whole call, naming the segment, before it queues anything.
+TEST_F(TcpTransport, ChecksEverySegmentBeforePostingAny) {
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer dst(*b_, 8192, AFMESH_NET_ACCESS_REMOTE_WRITE);
+    RegisteredBuffer src(*a_, 4096, AFMESH_NET_ACCESS_LOCAL);
+    RegisteredBuffer remote_only(*a_, 4096, AFMESH_NET_ACCESS_REMOTE_WRITE);
+    ASSERT_TRUE(dst.registered() && src.registered() && remote_only.registered());
+    fill_pattern(dst.data(), dst.size(), 0xa7);
+    fill_pattern(src.data(), src.size(), 0x3c);
+    const afmesh_net_write_seg good{src.data(), src.mr(), 1024, &dst.rkey(), 0};
+    struct Case {
+        afmesh_net_write_seg bad;
+        int status;
+        const char *words;
+    };
+    const Case cases[] = {
+        {{src.data() + 3073, src.mr(), 1024, &dst.rkey(), 2048}, AFMESH_HAL_ACCESS, "not inside"},
+        {{remote_only.data(), remote_only.mr(), 1024, &dst.rkey(), 2048}, AFMESH_HAL_ACCESS, "LOCAL"},
+        {{src.data(), nullptr, 1024, &dst.rkey(), 2048}, AFMESH_HAL_INVALID_ARGUMENT, "needs its source registration"},
+        {{src.data(), src.mr(), 1024, &dst.rkey(), UINT64_MAX - 100}, AFMESH_HAL_INVALID_ARGUMENT, "overflow"},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.words);
+        const afmesh_net_write_seg segs[] = {good, c.bad};
+        EXPECT_EQ(ops().write_imm_v(a_->ctx(), link.client, segs, 2, 5, AFMESH_NET_SIGNAL, 5), c.status);
+        const std::string error = take_module_error();
+        EXPECT_NE(error.find("segment 1"), std::string::npos) << error;
+        EXPECT_NE(error.find(c.words), std::string::npos) << error;
+    }
+    const uint64_t value = 0x0123456789abcdef;
+    ASSERT_EQ(ops().write_imm(a_->ctx(), link.client, &value, sizeof value, nullptr, &dst.rkey(), 4096, 9, 0, 0),
+              AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_IMM) == 1; }, "the write after the refusals"));
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 9u);
+    for (int round = 0; round < 50; ++round)
+        for (NetEndpoint *e : both()) e->poll_once();
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "a refused write_imm_v delivered its immediate";
+    EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "a refused write_imm_v completed";
+    EXPECT_TRUE(holds_pattern(dst.data(), 4096, 0xa7, 0, "the valid segment of a refused call"));
+}
+
+// The send queue takes all of a write_imm_v's frames or none. Writes posted
+// before the connect completes wait in the queue, so it fills exactly.
+TEST_F(TcpTransport, AGatheredWriteIsQueuedWholeOrNotAtAll) {
+    RegisteredBuffer dst(*b_, 64, AFMESH_NET_ACCESS_REMOTE_WRITE);
+    ASSERT_TRUE(dst.registered());
+    fill_pattern(dst.data(), dst.size(), 0xa7);
+    const std::vector<uint8_t> &address = b_->address();
+    const uint64_t value = 1;
+    const afmesh_net_rkey &to = dst.rkey();
+    afmesh_net_conn *measured = nullptr, *conn = nullptr;
+    ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &measured), AFMESH_HAL_OK);
+    ASSERT_EQ(ops().connect(a_->ctx(), address.data(), address.size(), &conn), AFMESH_HAL_OK);
+    size_t depth = 0;  // what one queue holds
+    while (ops().write_imm(a_->ctx(), measured, &value, sizeof value, nullptr, &to, 0, 1, 0, 0) == AFMESH_HAL_OK)
+        ++depth;
+    ASSERT_GT(depth, 1u);
+    for (size_t i = 0; i + 1 < depth; ++i)
+        ASSERT_EQ(ops().write_imm(a_->ctx(), conn, &value, sizeof value, nullptr, &to, 0, 2, 0, 0), AFMESH_HAL_OK);
+    const uint8_t bytes[16] = {};
+    const afmesh_net_write_seg segs[] = {{bytes, nullptr, 8, &to, 16}, {bytes + 8, nullptr, 8, &to, 24}};
+    EXPECT_EQ(ops().write_imm_v(a_->ctx(), conn, segs, 2, 3, AFMESH_NET_SIGNAL, 3), AFMESH_HAL_AGAIN)
+        << "one slot left for two frames";
+    EXPECT_EQ(ops().write_imm(a_->ctx(), conn, &value, sizeof value, nullptr, &to, 0, 4, 0, 0), AFMESH_HAL_OK)
+        << "the refused write_imm_v took the last slot";
+    afmesh_net_conn *accepted = nullptr;
+    ASSERT_TRUE(poll_until(
+        both(),
+        [&] {
+            if (ops().accept(b_->ctx(), &accepted) != AFMESH_HAL_OK) accepted = nullptr;
+            return b_->count(AFMESH_NET_EV_IMM) == 2 * depth;
+        },
+        "every queued write"));
+    std::map<uint32_t, size_t> imms;
+    for (const NetEvent &e : b_->events())
+        if (e.type == AFMESH_NET_EV_IMM) ++imms[e.imm];
+    EXPECT_EQ(imms[1], depth);
+    EXPECT_EQ(imms[2], depth - 1);
+    EXPECT_EQ(imms[3], 0u);
+    EXPECT_EQ(imms[4], 1u);
+    EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u);
+    EXPECT_TRUE(holds_pattern(dst.data() + 16, 16, 0xa7, 16, "the refused segments' bytes"));
 }
 
 TEST_F(TcpTransport, QueuesWritesPostedBeforeTheConnectCompletes) {

@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "log.h"
 #include "module_params.h"
@@ -97,6 +100,38 @@ protected:
         EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "a completion was reported twice";
     }
 
+    // Gathered writes are optional (ABI 1.2): a module without ones of `segs` segments skips the test.
+    void require_write_segs(uint32_t segs) {
+        if (caps().max_write_segs < segs)
+            GTEST_SKIP() << "caps.max_write_segs is " << caps().max_write_segs << ": no gathered write of " << segs
+                         << " segments";
+    }
+
+    int write_v(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint32_t imm,
+                uint32_t flags = 0, uint64_t cookie = 0) {
+        return ops().write_imm_v(a_->ctx(), conn, segs, count, imm, flags, cookie);
+    }
+
+    /** A range of a destination region that a write filled from source pattern position `from`. */
+    struct Landed {
+        size_t offset, bytes, from;
+    };
+
+    // Checks that `dst` holds the source pattern in the `landed` ranges and
+    // its own pattern everywhere else.
+    static void expect_landed(RegisteredBuffer &dst, std::vector<Landed> landed) {
+        std::sort(landed.begin(), landed.end(), [](const Landed &x, const Landed &y) { return x.offset < y.offset; });
+        size_t at = 0;
+        for (const Landed &range : landed) {
+            const std::string where = " offset " + std::to_string(range.offset);
+            EXPECT_TRUE(holds_pattern(dst.data() + at, range.offset - at, kDestinationSeed, at, "bytes before" + where));
+            EXPECT_TRUE(holds_pattern(dst.data() + range.offset, range.bytes, kSourceSeed, range.from,
+                                      "bytes written at" + where));
+            at = range.offset + range.bytes;
+        }
+        EXPECT_TRUE(holds_pattern(dst.data() + at, dst.size() - at, kDestinationSeed, at, "bytes after the last write"));
+    }
+
     std::unique_ptr<NetEndpoint> a_, b_;
 };
 
@@ -109,6 +144,10 @@ TEST_P(TransportConformance, ReportsConsistentCaps) {
     EXPECT_GE(caps().max_addr_size, 1u);
     EXPECT_GE(caps().max_write_size, 1u);
     EXPECT_TRUE(caps().mem_kinds & AFMESH_MEM_BIT(AFMESH_MEM_HOST)) << "every transport registers host memory";
+    if (caps().max_write_segs >= 2) {
+        EXPECT_GE(ops().struct_size, offsetof(afmesh_net_ops, write_imm_v) + sizeof ops().write_imm_v);
+        EXPECT_NE(ops().write_imm_v, nullptr) << "max_write_segs without write_imm_v";
+    }
     if (caps().flags & AFMESH_NET_CAP_WAIT_FD) {
         ASSERT_NE(ops().get_wait_fd, nullptr);
         ASSERT_NE(ops().arm, nullptr);
@@ -441,6 +480,208 @@ TEST_P(TransportConformance, WriteHeldByMoreLeavesAtThePostersPoll) {
     EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 0x40u);
     EXPECT_EQ(a_->take(AFMESH_NET_EV_WRITE_DONE)->cookie, 7u);
     EXPECT_TRUE(holds_pattern(dst.data(), dst.size(), kSourceSeed, 0, "the held write's bytes"));
+}
+
+// --- gathered writes (ABI 1.2) ----------------------------------------------
+
+// A tensor and the message describing it, into two regions of the peer, in
+// one operation: both are visible by the time the one immediate is seen.
+TEST_P(TransportConformance, GatheredWriteLandsInTwoRegionsWithOneImmediate) {
+    require_write_segs(2);
+    if (IsSkipped()) return;
+    constexpr size_t kTensor = 4 << 20, kMeta = 40, kMargin = 4096;
+    if (kTensor + kMeta > caps().max_write_size) GTEST_SKIP() << "above max_write_size " << caps().max_write_size;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer src(*a_, kTensor + kMeta, kLocal);
+    RegisteredBuffer tensor(*b_, kMargin + kTensor + kMargin, kRemoteWrite);
+    RegisteredBuffer meta(*b_, kMargin + kMeta + kMargin, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && tensor.registered() && meta.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    fill_pattern(tensor.data(), tensor.size(), kDestinationSeed);
+    fill_pattern(meta.data(), meta.size(), kDestinationSeed);
+    // The large segment last: it takes many polls to arrive, so an immediate sent too early shows.
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), src.mr(), kMeta, &meta.rkey(), kMargin},
+        {src.data() + kMeta, src.mr(), kTensor, &tensor.rkey(), kMargin},
+    };
+    ASSERT_EQ(post_retrying(both(), [&] { return write_v(link.client, segs, 2, 0x7e450001u); }), AFMESH_HAL_OK)
+        << take_module_error();
+    // poll_until stops at the poll that reports the immediate: no later poll can place a late byte.
+    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_IMM) >= 1; }, "the immediate"));
+    expect_landed(meta, {{kMargin, kMeta, 0}});
+    expect_landed(tensor, {{kMargin, kTensor, kMeta}});
+    const auto arrived = b_->take(AFMESH_NET_EV_IMM);
+    EXPECT_EQ(arrived->conn, link.server);
+    EXPECT_EQ(arrived->imm, 0x7e450001u);
+    settle(both());
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "one gathered write, one immediate";
+    EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "an unsignalled write completed";
+}
+
+// Segments into one region, out of order and apart: each lands in its own
+// place and the bytes between them stay untouched.
+TEST_P(TransportConformance, GatheredWriteLandsAtTwoOffsetsOfOneRegion) {
+    require_write_segs(2);
+    if (IsSkipped()) return;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer src(*a_, 50100, kLocal);
+    RegisteredBuffer dst(*b_, 64 << 10, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && dst.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    fill_pattern(dst.data(), dst.size(), kDestinationSeed);
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), src.mr(), 100, &dst.rkey(), 60000},
+        {src.data() + 100, src.mr(), 50000, &dst.rkey(), 1000},
+    };
+    ASSERT_EQ(post_retrying(both(), [&] { return write_v(link.client, segs, 2, 0x7e450002u); }), AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_IMM) >= 1; }, "the immediate"));
+    expect_landed(dst, {{60000, 100, 0}, {1000, 50000, 100}});
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 0x7e450002u);
+    settle(both());
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "one gathered write, one immediate";
+}
+
+TEST_P(TransportConformance, SignalledGatheredWriteCompletesOnce) {
+    require_write_segs(2);
+    if (IsSkipped()) return;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer src(*a_, 8192, kLocal);
+    RegisteredBuffer dst(*b_, 8192, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && dst.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    fill_pattern(dst.data(), dst.size(), kDestinationSeed);
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), src.mr(), 4096, &dst.rkey(), 0},
+        {src.data() + 4096, src.mr(), 64, &dst.rkey(), 6000},
+    };
+    ASSERT_EQ(post_retrying(both(), [&] { return write_v(link.client, segs, 2, 0x7e450003u, AFMESH_NET_SIGNAL, 0xc0c0); }),
+              AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_IMM) >= 1 && a_->count(AFMESH_NET_EV_WRITE_DONE) >= 1; },
+        "the immediate and the write completion"));
+    const auto done = a_->take(AFMESH_NET_EV_WRITE_DONE);
+    EXPECT_EQ(done->conn, link.client);
+    EXPECT_EQ(done->cookie, 0xc0c0u);
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 0x7e450003u);
+    expect_landed(dst, {{0, 4096, 0}, {6000, 64, 4096}});
+    settle(both());
+    EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "one completion per signalled gathered write";
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "one gathered write, one immediate";
+}
+
+// A gathered write of at most max_inline bytes in all needs no registration
+// and leaves the caller its buffer on return, as write_imm's do.
+TEST_P(TransportConformance, SmallGatheredWriteSourceMayBeReusedOnReturn) {
+    require_write_segs(2);
+    if (IsSkipped()) return;
+    if (caps().max_inline < 2) GTEST_SKIP() << "the module copies nothing inline";
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    const size_t half = std::min<size_t>(caps().max_inline / 2, 32);
+    RegisteredBuffer dst(*b_, 4096, kRemoteWrite);
+    ASSERT_TRUE(dst.registered());
+    fill_pattern(dst.data(), dst.size(), kDestinationSeed);
+    std::vector<uint8_t> src(2 * half);
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), nullptr, half, &dst.rkey(), 100},
+        {src.data() + half, nullptr, half, &dst.rkey(), 2000},
+    };
+    ASSERT_EQ(write_v(link.client, segs, 2, 0x7e450004u), AFMESH_HAL_OK) << take_module_error();
+    fill_pattern(src.data(), src.size(), kSourceSeed + 1);  // the caller's buffer is its own again
+    ASSERT_TRUE(poll_until(both(), [&] { return b_->count(AFMESH_NET_EV_IMM) >= 1; }, "the immediate"));
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 0x7e450004u);
+    expect_landed(dst, {{100, half, 0}, {2000, half, half}});
+    settle(both());
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "one gathered write, one immediate";
+}
+
+// Refused calls post nothing: the connection carries on, and neither their
+// bytes nor their immediates nor their completions ever appear.
+TEST_P(TransportConformance, GatheredWriteRejectsBadArguments) {
+    require_write_segs(2);
+    if (IsSkipped()) return;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    const uint32_t too_many = caps().max_write_segs + 1;
+    RegisteredBuffer src(*a_, 8 * too_many, kLocal);
+    RegisteredBuffer dst(*b_, 8 * too_many + 64, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && dst.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    fill_pattern(dst.data(), dst.size(), kDestinationSeed);
+    std::vector<afmesh_net_write_seg> segs;
+    for (uint32_t i = 0; i < too_many; ++i) segs.push_back({src.data() + 8 * i, src.mr(), 8, &dst.rkey(), 8 * i});
+    auto expect_invalid = [&](int rc, const char *what) {
+        EXPECT_EQ(rc, AFMESH_HAL_INVALID_ARGUMENT) << what;
+        EXPECT_FALSE(take_module_error().empty()) << what << ": an error must come with a reason";
+    };
+    expect_invalid(write_v(link.client, segs.data(), too_many, 1, AFMESH_NET_SIGNAL, 1), "above max_write_segs");
+    expect_invalid(write_v(link.client, segs.data(), 0, 2, AFMESH_NET_SIGNAL, 2), "no segments");
+    segs[1].bytes = 0;
+    expect_invalid(write_v(link.client, segs.data(), 2, 3, AFMESH_NET_SIGNAL, 3), "an empty segment");
+
+    const size_t after = 8 * too_many;
+    ASSERT_EQ(post_retrying(both(),
+                            [&] {
+                                return write(*a_, link.client, src.data(), 8, src.mr(), dst.rkey(), after, 9,
+                                             AFMESH_NET_SIGNAL, 9);
+                            }),
+              AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_IMM) >= 1 && a_->count(AFMESH_NET_EV_WRITE_DONE) >= 1; },
+        "the write after the refused ones"));
+    EXPECT_EQ(b_->take(AFMESH_NET_EV_IMM)->imm, 9u);
+    EXPECT_EQ(a_->take(AFMESH_NET_EV_WRITE_DONE)->cookie, 9u);
+    settle(both());
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "a refused gathered write delivered its immediate";
+    EXPECT_EQ(a_->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "a refused gathered write completed";
+    expect_landed(dst, {{after, 8, 0}});
+}
+
+// Like a write_imm out of bounds: the connection fails (ACCESS at one end)
+// and the immediate is never delivered, though the last segment is valid.
+// What the valid segment's bytes did is not specified; the region the bad
+// one named is untouched, since it pointed wholly past its end.
+TEST_P(TransportConformance, GatheredWriteOutsideThePeersRegionFailsTheConnection) {
+    require_write_segs(2);
+    if (IsSkipped()) return;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    RegisteredBuffer src(*a_, 128, kLocal);
+    RegisteredBuffer named(*b_, 4096, kRemoteWrite), valid(*b_, 4096, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && named.registered() && valid.registered());
+    fill_pattern(src.data(), src.size(), kSourceSeed);
+    fill_pattern(named.data(), named.size(), kDestinationSeed);
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), src.mr(), 64, &named.rkey(), named.size()},
+        {src.data() + 64, src.mr(), 64, &valid.rkey(), 0},
+    };
+    const int rc = write_v(link.client, segs, 2, 0x7e450005u, AFMESH_NET_SIGNAL, 5);
+    if (rc == AFMESH_HAL_OK)
+        ASSERT_TRUE(poll_until(
+            both(),
+            [&] {
+                return a_->count(AFMESH_NET_EV_CONN_ERROR, link.client) +
+                           b_->count(AFMESH_NET_EV_CONN_ERROR, link.server) >
+                       0;
+            },
+            "the gathered write to be refused"));
+    else
+        EXPECT_LT(rc, 0);
+    settle(both());
+    EXPECT_EQ(b_->count(AFMESH_NET_EV_IMM), 0u) << "a refused gathered write delivered its immediate";
+    bool access = false;
+    for (NetEndpoint *e : both())
+        for (const NetEvent &event : e->events())
+            access |= event.type == AFMESH_NET_EV_CONN_ERROR && event.status == AFMESH_HAL_ACCESS;
+    EXPECT_TRUE(access || rc == AFMESH_HAL_ACCESS) << "one end must report AFMESH_HAL_ACCESS";
+    EXPECT_TRUE(holds_pattern(named.data(), named.size(), kDestinationSeed, 0, "the region the bad segment named"));
 }
 
 TEST_P(TransportConformance, PollHonoursMax) {

@@ -12,10 +12,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <string>
 
 #include "log.h"
 #include "module_params.h"
 #include "transport_fixture.h"
+#include "transports/ibverbs/limits.h"
 #include "transports/ibverbs/wire.h"
 #include "verbs_emulation.h"
 
@@ -181,6 +184,120 @@ TEST_F(IbverbsTest, UnreachablePeerQpFailsWithRetryExceeded) {
     const auto error = a->take(AFMESH_NET_EV_CONN_ERROR, link.client);
     EXPECT_EQ(error->status, AFMESH_HAL_PEER_FAILED);
     EXPECT_NE(error->reason.find("transport retry counter exceeded"), std::string::npos) << error->reason;
+}
+
+// --- gathered writes ---------------------------------------------------------------
+
+// write_imm_v is one ibv_post_send of a chain: plain RDMA writes, then the
+// write with the immediate, each to its own place, signalled at the end only.
+TEST_F(IbverbsTest, AGatheredWritePostsOneChainEndingInTheImmediate) {
+    auto a = open(), b = open();
+    ASSERT_TRUE(a && b);
+    ASSERT_GE(a->caps().max_write_segs, 3u);
+    Link link;
+    ASSERT_TRUE(connect(*a, *b, &link));
+    RegisteredBuffer src(*a, 4096, kLocal), tensor(*b, 4096, kRemoteWrite), meta(*b, 256, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && tensor.registered() && meta.registered());
+    fill_pattern(src.data(), src.size(), 2);
+    fill_pattern(tensor.data(), tensor.size(), 1);
+    fill_pattern(meta.data(), meta.size(), 1);
+    // A large segment sent from its registration, then two the module may inline.
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), src.mr(), 3000, &tensor.rkey(), 16},
+        {src.data() + 3000, src.mr(), 24, &meta.rkey(), 8},
+        {src.data() + 3100, src.mr(), 64, &tensor.rkey(), 3500},
+    };
+    const uint64_t calls = afmesh_verbs_emu_post_send_calls();
+    ASSERT_EQ(a->ops().write_imm_v(a->ctx(), link.client, segs, 3, 0xabcd, AFMESH_NET_SIGNAL, 77), AFMESH_HAL_OK)
+        << take_module_error();
+    EXPECT_EQ(afmesh_verbs_emu_post_send_calls(), calls + 1) << "one doorbell for the chain";
+    afmesh_verbs_emu_posted chain[8];
+    ASSERT_EQ(afmesh_verbs_emu_last_chain(chain, std::size(chain)), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+        SCOPED_TRACE("work request " + std::to_string(i));
+        const afmesh_net_write_seg &seg = segs[i];
+        EXPECT_EQ(chain[i].qpn, chain[0].qpn);
+        EXPECT_EQ(chain[i].opcode, i < 2 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM);
+        EXPECT_EQ((chain[i].send_flags & IBV_SEND_SIGNALED) != 0, i == 2) << "only the last is signalled";
+        EXPECT_EQ(chain[i].num_sge, 1);
+        EXPECT_EQ(chain[i].sge_addr, reinterpret_cast<uintptr_t>(seg.src));
+        EXPECT_EQ(chain[i].sge_length, seg.bytes);
+        EXPECT_EQ(chain[i].remote_addr, seg.dst->addr + seg.dst_offset);
+        EXPECT_EQ(chain[i].rkey, seg.dst->key);
+        const bool inlined = (chain[i].send_flags & IBV_SEND_INLINE) != 0;
+        EXPECT_EQ(inlined, seg.bytes <= a->caps().max_inline);
+        if (!inlined) {
+            EXPECT_EQ(chain[i].sge_lkey, src.rkey().key) << "the emulation gives a region one key for both";
+        }
+    }
+    EXPECT_EQ(chain[2].imm_data, htonl(0xabcd));
+
+    ASSERT_TRUE(poll_until({a.get(), b.get()},
+                           [&] { return b->count(AFMESH_NET_EV_IMM) == 1 && a->count(AFMESH_NET_EV_WRITE_DONE) == 1; },
+                           "the immediate and the completion"));
+    EXPECT_EQ(b->take(AFMESH_NET_EV_IMM)->imm, 0xabcdu);
+    EXPECT_EQ(a->take(AFMESH_NET_EV_WRITE_DONE)->cookie, 77u);
+    EXPECT_TRUE(holds_pattern(tensor.data(), 16, 1, 0, "before the first segment"));
+    EXPECT_TRUE(holds_pattern(tensor.data() + 16, 3000, 2, 0, "the first segment"));
+    EXPECT_TRUE(holds_pattern(tensor.data() + 3016, 484, 1, 3016, "between the first and the third"));
+    EXPECT_TRUE(holds_pattern(tensor.data() + 3500, 64, 2, 3100, "the third segment"));
+    EXPECT_TRUE(holds_pattern(meta.data() + 8, 24, 2, 3000, "the second segment"));
+    settle({a.get(), b.get()});
+    EXPECT_EQ(b->count(AFMESH_NET_EV_IMM) + b->count(AFMESH_NET_EV_RECV), 0u) << "the plain writes were reported";
+    EXPECT_EQ(a->count(AFMESH_NET_EV_WRITE_DONE), 0u) << "the chain completed twice";
+    EXPECT_EQ(a->count(AFMESH_NET_EV_CONN_ERROR) + b->count(AFMESH_NET_EV_CONN_ERROR), 0u) << a->first_error();
+}
+
+// ibv_post_send may take a chain part way. The caller hears of it, the
+// immediate never arrives, and the requests that were posted keep their
+// send-queue slots until a later signal retires them: the queue then holds
+// exactly one write fewer.
+TEST_F(IbverbsTest, AChainRefusedPartWayIsReportedAndItsSlotsCounted) {
+    auto a = open(), b = open();
+    ASSERT_TRUE(a && b);
+    ASSERT_GE(a->caps().max_write_segs, 3u);
+    Link link;
+    ASSERT_TRUE(connect(*a, *b, &link));
+    RegisteredBuffer src(*a, 4096, kLocal), dst(*b, 4096, kRemoteWrite);
+    ASSERT_TRUE(src.registered() && dst.registered());
+    fill_pattern(src.data(), src.size(), 2);
+    fill_pattern(dst.data(), dst.size(), 1);
+    const afmesh_net_write_seg segs[] = {
+        {src.data(), src.mr(), 1000, &dst.rkey(), 0},
+        {src.data() + 1000, src.mr(), 1000, &dst.rkey(), 1000},
+        {src.data() + 2000, src.mr(), 8, &dst.rkey(), 2000},
+    };
+    afmesh_verbs_emu_refuse_post_send(1, ENOMEM);
+    EXPECT_EQ(a->ops().write_imm_v(a->ctx(), link.client, segs, 3, 5, AFMESH_NET_SIGNAL, 5), AFMESH_HAL_ERROR);
+    const std::string error = take_module_error();
+    EXPECT_NE(error.find("after taking 1 of the chain's 3 work requests"), std::string::npos) << error;
+    EXPECT_TRUE(holds_pattern(dst.data(), 1000, 2, 0, "the segment posted before the refusal"));
+    EXPECT_TRUE(holds_pattern(dst.data() + 1000, dst.size() - 1000, 1, 1000, "the refused segments' ranges"));
+
+    // Without polling nothing retires: the queue takes all its slots but the one still held.
+    uint32_t accepted = 0;
+    int rc;
+    while ((rc = write(*a, link.client, src, 8, dst.rkey(), 3000, 100 + accepted)) == AFMESH_HAL_OK) ++accepted;
+    EXPECT_EQ(rc, AFMESH_HAL_AGAIN) << take_module_error();
+    EXPECT_EQ(accepted, ibverbs::kSendDepth - 1);
+    ASSERT_TRUE(poll_until({a.get(), b.get()}, [&] { return b->count(AFMESH_NET_EV_IMM) == accepted; },
+                           "the writes after the refusal"));
+    ASSERT_EQ(post_retrying({a.get(), b.get()},
+                            [&] {
+                                return a->ops().write_imm_v(a->ctx(), link.client, segs, 3, 6, AFMESH_NET_SIGNAL, 6);
+                            }),
+              AFMESH_HAL_OK)
+        << take_module_error();
+    ASSERT_TRUE(poll_until({a.get(), b.get()},
+                           [&] { return b->count(AFMESH_NET_EV_IMM) == accepted + 1 &&
+                                        a->count(AFMESH_NET_EV_WRITE_DONE) == 1; },
+                           "a whole gathered write"));
+    EXPECT_EQ(a->take(AFMESH_NET_EV_WRITE_DONE)->cookie, 6u) << "the refused call completed";
+    size_t refused = 0;
+    for (const NetEvent &e : b->events()) refused += e.type == AFMESH_NET_EV_IMM && e.imm == 5;
+    EXPECT_EQ(refused, 0u) << "the refused chain delivered its immediate";
+    EXPECT_TRUE(holds_pattern(dst.data(), 2008, 2, 0, "the whole gathered write"));
+    EXPECT_EQ(a->count(AFMESH_NET_EV_CONN_ERROR), 0u) << a->first_error();
 }
 
 // --- handshakes -----------------------------------------------------------------------

@@ -7,7 +7,10 @@
 // bounds and access flags, send-queue, receive-queue and CQ capacities,
 // inline sizes. Failures complete as hardware completes them: the error
 // status on the requester, the QP in ERROR, everything outstanding flushed,
-// opcodes of error completions left undefined.
+// opcodes of error completions left undefined. Requests are SEND,
+// RDMA_WRITE (placed without a receive) and RDMA_WRITE_WITH_IMM; a chain
+// is taken request by request, so one refused leaves those before it
+// posted. Tests can read back the latest chain and have one refused.
 #include "verbs_emulation.h"
 
 #include <arpa/inet.h>
@@ -24,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #undef ibv_get_device_list
@@ -105,6 +109,9 @@ struct Fabric {
     std::map<uint32_t, Mr *> keys;
     uint32_t next_qpn = 0x100, next_key = 0x1000;
     uint64_t overflows = 0;
+    uint64_t post_send_calls = 0;
+    std::vector<afmesh_verbs_emu_posted> last_chain;  // of the latest ibv_post_send
+    int refuse_at = -1, refuse_errno = 0;            // afmesh_verbs_emu_refuse_post_send, for the next call
 };
 
 Fabric &fabric() {
@@ -233,6 +240,14 @@ Qp *route(const Qp *qp) {
 
 enum class Outcome { kDone, kRnr };
 
+// The oldest pending request of `qp` has been carried out at `target`.
+void retire_request(Qp *qp, Qp *target) {
+    target->expect_psn = (target->expect_psn + 1) & 0xffffff;
+    qp->send_psn = (qp->send_psn + 1) & 0xffffff;
+    complete_send(qp, qp->pending.front(), IBV_WC_SUCCESS);
+    qp->pending.pop_front();
+}
+
 // Executes the oldest pending request of `qp`.
 Outcome execute(Qp *qp) {
     SendRequest &r = qp->pending.front();
@@ -254,7 +269,7 @@ Outcome execute(Qp *qp) {
         source = reinterpret_cast<const uint8_t *>(r.sge.addr);
     }
     uint8_t *destination = nullptr;
-    if (r.wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    if (r.wr.opcode != IBV_WR_SEND) {  // an RDMA write, with or without an immediate
         const Mr *remote = find_key(r.wr.wr.rdma.rkey);
         if (!remote || remote->mr.pd != target->qp.pd || !(remote->access & IBV_ACCESS_REMOTE_WRITE) ||
             !(target->access & IBV_ACCESS_REMOTE_WRITE) || !covers(remote, r.wr.wr.rdma.remote_addr, length)) {
@@ -264,6 +279,11 @@ Outcome execute(Qp *qp) {
             return Outcome::kDone;
         }
         destination = reinterpret_cast<uint8_t *>(r.wr.wr.rdma.remote_addr);
+    }
+    if (r.wr.opcode == IBV_WR_RDMA_WRITE) {  // placed without a receive; only the requester sees a completion
+        if (length > 0) memcpy(destination, source, length);
+        retire_request(qp, target);
+        return Outcome::kDone;
     }
     if (target->receives.empty()) {
         if (qp->remote.rnr_retry == kInfiniteRnrRetry) return Outcome::kRnr;
@@ -294,11 +314,8 @@ Outcome execute(Qp *qp) {
     if (length > 0) memcpy(destination, source, length);
     target->receives.pop_front();
     target->receive_sges.pop_front();
-    target->expect_psn = (target->expect_psn + 1) & 0xffffff;
-    qp->send_psn = (qp->send_psn + 1) & 0xffffff;
     push_cqe(target->qp.recv_cq, wc, 0);
-    complete_send(qp, r, IBV_WC_SUCCESS);
-    qp->pending.pop_front();
+    retire_request(qp, target);
     return Outcome::kDone;
 }
 
@@ -307,14 +324,42 @@ void progress(Qp *qp) {
         if (execute(qp) == Outcome::kRnr) return;
 }
 
-int emu_post_send(ibv_qp *ibqp, ibv_send_wr *wr, ibv_send_wr **bad) {
-    std::lock_guard lock(fabric().mu);
-    Qp *qp = reinterpret_cast<Qp *>(ibqp);
+void record_chain(uint32_t qpn, const ibv_send_wr *wr) {
+    Fabric &f = fabric();
+    ++f.post_send_calls;
+    f.last_chain.clear();
     for (; wr; wr = wr->next) {
+        afmesh_verbs_emu_posted posted{};
+        posted.qpn = qpn;
+        posted.opcode = wr->opcode;
+        posted.send_flags = wr->send_flags;
+        posted.num_sge = wr->num_sge;
+        if (wr->num_sge > 0) {
+            posted.sge_addr = wr->sg_list[0].addr;
+            posted.sge_length = wr->sg_list[0].length;
+            posted.sge_lkey = wr->sg_list[0].lkey;
+        }
+        posted.remote_addr = wr->wr.rdma.remote_addr;
+        posted.rkey = wr->wr.rdma.rkey;
+        posted.imm_data = wr->imm_data;
+        f.last_chain.push_back(posted);
+    }
+}
+
+// Takes the chain from `wr` request by request, as hardware does: a refused
+// request stops it there (`*bad`), and the ones before it stay posted.
+int queue_requests(Qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) {
+    Fabric &f = fabric();
+    const int refuse_at = std::exchange(f.refuse_at, -1);
+    ibv_qp *ibqp = &qp->qp;
+    for (int index = 0; wr; wr = wr->next, ++index) {
         *bad = wr;
+        if (index == refuse_at) return f.refuse_errno;
         if (ibqp->state != IBV_QPS_RTS && ibqp->state != IBV_QPS_ERR) return EINVAL;
         if (qp->sq_used >= qp->cap.max_send_wr) return ENOMEM;  // slots retire when a later signal is polled
-        if (wr->num_sge > 1 || (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)) return EINVAL;
+        if (wr->num_sge > 1 || (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_RDMA_WRITE &&
+                                wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM))
+            return EINVAL;
         SendRequest r;
         r.wr = *wr;
         r.wr.next = nullptr;
@@ -330,8 +375,16 @@ int emu_post_send(ibv_qp *ibqp, ibv_send_wr *wr, ibv_send_wr **bad) {
         if (ibqp->state == IBV_QPS_ERR) to_error(qp);
     }
     *bad = nullptr;
-    progress(qp);
     return 0;
+}
+
+int emu_post_send(ibv_qp *ibqp, ibv_send_wr *wr, ibv_send_wr **bad) {
+    std::lock_guard lock(fabric().mu);
+    Qp *qp = reinterpret_cast<Qp *>(ibqp);
+    record_chain(ibqp->qp_num, wr);
+    const int rc = queue_requests(qp, wr, bad);
+    progress(qp);  // what was posted runs, whether or not a later request was refused
+    return rc;
 }
 
 int emu_post_recv(ibv_qp *ibqp, ibv_recv_wr *wr, ibv_recv_wr **bad) {
@@ -398,6 +451,7 @@ extern "C" {
 void afmesh_verbs_emu_reset(void) {
     std::lock_guard lock(fabric().mu);
     fabric().fail_errno = 0;
+    fabric().refuse_at = -1;
     add_default_topology();
 }
 
@@ -456,6 +510,24 @@ uint32_t afmesh_verbs_emu_last_qpn(void) {
 uint64_t afmesh_verbs_emu_cq_overflows(void) {
     std::lock_guard lock(fabric().mu);
     return fabric().overflows;
+}
+
+uint64_t afmesh_verbs_emu_post_send_calls(void) {
+    std::lock_guard lock(fabric().mu);
+    return fabric().post_send_calls;
+}
+
+size_t afmesh_verbs_emu_last_chain(afmesh_verbs_emu_posted *out, size_t max) {
+    std::lock_guard lock(fabric().mu);
+    const std::vector<afmesh_verbs_emu_posted> &chain = fabric().last_chain;
+    std::copy_n(chain.begin(), std::min(max, chain.size()), out);
+    return chain.size();
+}
+
+void afmesh_verbs_emu_refuse_post_send(uint32_t index, int error) {
+    std::lock_guard lock(fabric().mu);
+    fabric().refuse_at = static_cast<int>(index);
+    fabric().refuse_errno = error;
 }
 
 // --- devices -----------------------------------------------------------------

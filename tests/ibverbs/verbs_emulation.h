@@ -4,6 +4,7 @@
 // device lists and contexts opened afterwards.
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -28,6 +29,34 @@ void afmesh_verbs_emu_break_qp(uint32_t qpn);
 uint32_t afmesh_verbs_emu_last_qpn(void);
 /** How many completions were lost to a full CQ (a module bug when non-zero). */
 uint64_t afmesh_verbs_emu_cq_overflows(void);
+
+/** One work request of an ibv_post_send call, as the caller posted it (the first SGE only). */
+typedef struct afmesh_verbs_emu_posted {
+    uint32_t qpn;
+    int opcode;             /* enum ibv_wr_opcode */
+    unsigned send_flags;    /* IBV_SEND_* */
+    int num_sge;
+    uint64_t sge_addr;
+    uint32_t sge_length;
+    uint32_t sge_lkey;
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint32_t imm_data;      /* as posted: network byte order */
+} afmesh_verbs_emu_posted;
+
+/** How many times ibv_post_send has been called, on any QP. */
+uint64_t afmesh_verbs_emu_post_send_calls(void);
+/**
+ * The chain of the latest ibv_post_send call, every request of it (taken
+ * or refused), up to `max` into `out`; returns its length.
+ */
+size_t afmesh_verbs_emu_last_chain(afmesh_verbs_emu_posted *out, size_t max);
+/**
+ * Makes the next ibv_post_send refuse its request number `index` (0: the
+ * first) with `error`, as hardware may refuse a chain part way: the
+ * requests before it are posted and executed, `bad` points at it.
+ */
+void afmesh_verbs_emu_refuse_post_send(uint32_t index, int error);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -82,8 +83,10 @@ int guarded(const char *what, Body &&body) noexcept {
  * The afmesh_net_ops table of a module whose state is `Context`, which
  * provides: static int create(afmesh_net_caps *, Context **), and the
  * members listen, connect, accept, close, mem_register, mem_deregister,
- * write_imm, send, poll, wait_fd, arm and describe with the entries'
- * arguments less the context. Each entry refuses a null context.
+ * write_imm, send, poll, wait_fd, arm, describe and write_imm_v (which
+ * also gets the segments' total, checked not to overflow) with the
+ * entries' arguments less the context. Each entry refuses a null context
+ * and malformed arguments before the module sees them.
  */
 template <class Context>
 class NetOps {
@@ -102,12 +105,18 @@ private:
 
     static int init(void **ctx, afmesh_net_caps *caps) {
         if (!ctx || !caps) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null argument");
-        if (caps->struct_size < sizeof(afmesh_net_caps))
+        if (caps->struct_size < AFMESH_NET_CAPS_SIZE_1_0)
             return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: caps.struct_size %u is below ABI 1.0's %zu",
-                              caps->struct_size, sizeof(afmesh_net_caps));
+                              caps->struct_size, AFMESH_NET_CAPS_SIZE_1_0);
         return guarded("init", [&] {
+            // The module fills in every field it knows; the caller gets those its struct has room for.
+            afmesh_net_caps full{};
+            full.struct_size = sizeof full;
             Context *context = nullptr;
-            const int rc = Context::create(caps, &context);
+            const int rc = Context::create(&full, &context);
+            const uint32_t caller_size = caps->struct_size;
+            memcpy(caps, &full, caller_size < sizeof full ? caller_size : sizeof full);
+            caps->struct_size = caller_size;
             *ctx = context;
             return rc;
         });
@@ -157,6 +166,26 @@ private:
             return c.write_imm(conn, src, bytes, src_mr, dst, dst_offset, imm, flags, cookie);
         });
     }
+    static int write_imm_v(void *ctx, afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count,
+                           uint32_t imm, uint32_t flags, uint64_t cookie) {
+        if (!conn || (count > 0 && !segs))
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm_v: null connection or segments");
+        if ((flags & ~kPostFlags) != 0)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm_v: unknown flags 0x%x", flags);
+        if (count == 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm_v: no segments");
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            const afmesh_net_write_seg &seg = segs[i];
+            if (!seg.src || !seg.dst || seg.bytes == 0)
+                return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                                  "write_imm_v: segment %u has a null source or destination, or no bytes", i);
+            if (seg.bytes > UINT64_MAX - total)
+                return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm_v: the segments' sizes overflow");
+            total += seg.bytes;
+        }
+        return with_context(ctx, "write_imm_v",
+                            [&](Context &c) { return c.write_imm_v(conn, segs, count, total, imm, flags, cookie); });
+    }
     static int send(void *ctx, afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
         if (!conn || (len > 0 && !buf)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: null connection or buffer");
         if ((flags & ~kPostFlags) != 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: unknown flags 0x%x", flags);
@@ -179,7 +208,7 @@ private:
 
     static constexpr afmesh_net_ops kTable = {
         sizeof(afmesh_net_ops), init, fini, listen,      connect, accept, close,   mem_register,
-        mem_deregister,         write_imm, send, poll, get_wait_fd, arm, describe,
+        mem_deregister,         write_imm, send, poll, get_wait_fd, arm, describe, write_imm_v,
     };
 };
 

@@ -81,6 +81,8 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     }
     fabric_.mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
     fabric_.inject_size = info->tx_attr->inject_size;
+    fabric_.write_segs = static_cast<uint32_t>(
+        std::min({info->tx_attr->iov_limit, info->tx_attr->rma_iov_limit, size_t{kMaxWritePieces}}));
     fabric_.tx_depth = std::clamp<size_t>(info->tx_attr->size, 16, kMaxTxDepth);
     fabric_.rx_depth = info->rx_attr->size;
     fabric_.recv_consumes_data = (info->mode & FI_RX_CQ_DATA) != 0;
@@ -104,6 +106,7 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     caps->recv_depth = static_cast<uint32_t>(Endpoint::recv_depth());
     caps->max_addr_size = kMaxAddressBlob;
     caps->max_write_size = info->ep_attr->max_msg_size;
+    caps->max_write_segs = fabric_.write_segs;
     return AFMESH_HAL_OK;
 }
 
@@ -377,42 +380,67 @@ static int usable(const Connection *conn, const char *what) {
 
 int Context::write_imm(afmesh_net_conn *handle, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
-    if (bytes > fabric_.info->ep_attr->max_msg_size)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes exceed max_write_size %zu", bytes,
-                          fabric_.info->ep_attr->max_msg_size);
-    if (dst_offset > UINT64_MAX - bytes || dst->addr > UINT64_MAX - bytes - dst_offset)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
-                          dst_offset);
+    if (bytes > 0) {
+        const afmesh_net_write_seg seg{src, src_mr, bytes, dst, dst_offset};
+        return post_write(handle, &seg, 1, bytes, imm, flags, cookie, "write_imm");
+    }
+    // Nothing to place: the immediate goes as a message (see wire.h).
     Connection *conn = Connection::from(handle);
     if (int rc = usable(conn, "write_imm"); rc != AFMESH_HAL_OK) return rc;
-    Outgoing op;
-    if (bytes == 0) {  // nothing to place: the immediate goes as a message (see wire.h)
-        uint8_t payload[kImmPayloadSize];
-        store_le32(payload, imm);
-        op = message_to(conn, MessageType::kImm, payload, sizeof payload);
-    } else {
-        op.is_write = true;
-        op.conn = conn;
-        op.dest = conn->peer;
-        op.src = src;
-        op.bytes = bytes;
-        op.remote_addr = dst->addr + dst_offset;
-        op.key = dst->key;
-        op.data = write_data(imm, conn->remote_id, fabric_.tagged_writes);
-    }
+    uint8_t payload[kImmPayloadSize];
+    store_le32(payload, imm);
+    Outgoing op = message_to(conn, MessageType::kImm, payload, sizeof payload);
     op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0;
     op.cookie = cookie;
-    if (bytes > fabric_.inject_size) {
-        if (!src_mr)
-            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
-                              "write_imm: a %zu-byte write (above max_inline %zu) needs its source registration",
-                              bytes, fabric_.inject_size);
-        Reason why;
-        if (int rc = registrar_->source_desc(reinterpret_cast<Registration *>(src_mr), src, bytes, &op.desc, &why);
-            rc != AFMESH_HAL_OK)
-            return host_error(rc, "write_imm: %s", why.text);
-    }
     return submit(conn, std::move(op), "write_imm");
+}
+
+int Context::write_imm_v(afmesh_net_conn *handle, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                         uint32_t imm, uint32_t flags, uint64_t cookie) {
+    if (count > fabric_.write_segs)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm_v: %u segments exceed max_write_segs %u (provider "
+                          "%s)", count, fabric_.write_segs, fabric_.info->fabric_attr->prov_name);
+    return post_write(handle, segs, count, total, imm, flags, cookie, "write_imm_v");
+}
+
+int Context::post_write(afmesh_net_conn *handle, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                   uint32_t imm, uint32_t flags, uint64_t cookie, const char *what) {
+    if (total > fabric_.info->ep_attr->max_msg_size)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "%s: %" PRIu64 " bytes exceed max_write_size %zu", what, total,
+                          fabric_.info->ep_attr->max_msg_size);
+    Connection *conn = Connection::from(handle);
+    if (int rc = usable(conn, what); rc != AFMESH_HAL_OK) return rc;
+    Outgoing op;
+    op.is_write = true;
+    op.conn = conn;
+    op.dest = conn->peer;
+    op.bytes = total;
+    op.num_pieces = count;
+    op.data = write_data(imm, conn->remote_id, fabric_.tagged_writes);
+    op.event = (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0;
+    op.cookie = cookie;
+    for (uint32_t i = 0; i < count; ++i) {
+        const afmesh_net_write_seg &seg = segs[i];
+        if (seg.dst_offset > UINT64_MAX - seg.bytes || seg.dst->addr > UINT64_MAX - seg.bytes - seg.dst_offset)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "%s: %" PRIu64 " bytes at offset %" PRIu64 " overflow",
+                              what, seg.bytes, seg.dst_offset);
+        WritePiece &piece = op.pieces[i];
+        piece.src = seg.src;
+        piece.bytes = seg.bytes;
+        piece.remote_addr = seg.dst->addr + seg.dst_offset;
+        piece.key = seg.dst->key;
+        if (total <= fabric_.inject_size) continue;  // injected: copied at post, no registration needed
+        if (!seg.src_mr)
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "%s: a %" PRIu64 "-byte write (above max_inline %zu) needs its source registration",
+                              what, total, fabric_.inject_size);
+        Reason why;
+        if (int rc = registrar_->source_desc(reinterpret_cast<Registration *>(seg.src_mr), seg.src, seg.bytes,
+                                             &piece.desc, &why);
+            rc != AFMESH_HAL_OK)
+            return host_error(rc, "%s: %s", what, why.text);
+    }
+    return submit(conn, std::move(op), what);
 }
 
 int Context::send(afmesh_net_conn *handle, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
@@ -480,7 +508,7 @@ int Context::describe(char *buf, size_t len) {
              "%s"
              "using provider %s, domain %s (%s), libfabric %u.%u\n"
              "registration modes: %s; remote CQ data %zu bytes (%s)%s\n"
-             "writes up to %zu B are injected (copied when posted); messages up to %u B\n"
+             "writes up to %zu B are injected (copied when posted), of up to %u pieces; messages up to %u B\n"
              "progress: manual, driven by poll(); %s\n"
              "device memory: %s\n"
              "endpoints open: %zu (%s)\n",
@@ -490,7 +518,7 @@ int Context::describe(char *buf, size_t len) {
              info->domain_attr->cq_data_size,
              fabric_.tagged_writes ? "the immediate, tagged with the target connection" : "the immediate",
              fabric_.recv_consumes_data ? "; remote writes consume posted receives (FI_RX_CQ_DATA)" : "",
-             fabric_.inject_size, kMaxSendSize,
+             fabric_.inject_size, fabric_.write_segs, kMaxSendSize,
              fabric_.wait_fd ? "wait fd: epoll over each CQ's FI_WAIT_FD, armed with fi_trywait"
                              : "no wait fd (the provider's CQs have no FI_WAIT_FD): the core naps between polls",
              selection_.hmem ? ("FI_HMEM granted; registers " + std::string(hmem_.summary())).c_str()

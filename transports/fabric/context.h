@@ -73,6 +73,8 @@ public:
 
     int write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                   const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie);
+    int write_imm_v(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                    uint32_t imm, uint32_t flags, uint64_t cookie);
     int send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie);
 
     int poll(afmesh_net_event *events, int max);
@@ -94,6 +96,10 @@ private:
     /** Shared or per-connection endpoints: AFMESH_FABRIC_ENDPOINTS and what the provider allows. */
     int choose_endpoints(Reason *why);
     int open_wait_set(Reason *why);
+
+    /** write_imm and write_imm_v with bytes: one fi_writemsg of `count` pieces, `what` naming the call. */
+    int post_write(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                   uint32_t imm, uint32_t flags, uint64_t cookie, const char *what);
 
     // --- with mu_ held ---
     int add_endpoint(Endpoint **out, Reason *why);

@@ -161,9 +161,11 @@ int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
     if (backlog_.size() >= kMaxBacklog) return AFMESH_HAL_AGAIN;
     // An inline write's source is the caller's again on return: keep a copy.
     if (op.is_write && op.copy.empty() && op.bytes > 0 && op.bytes <= fabric_.inject_size) {
-        const auto *src = static_cast<const uint8_t *>(op.src);
-        op.copy.assign(src, src + op.bytes);
-        op.desc = nullptr;  // injected: no registration needed
+        for (uint32_t i = 0; i < op.num_pieces; ++i) {
+            const auto *src = static_cast<const uint8_t *>(op.pieces[i].src);
+            op.copy.insert(op.copy.end(), src, src + op.pieces[i].bytes);
+            op.pieces[i].desc = nullptr;  // injected: no registration needed
+        }
     }
     if (op.conn) ++op.conn->backlogged;
     backlog_.push_back(std::move(op));
@@ -185,17 +187,26 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
     if (op.conn) op.conn->outstanding.fetch_add(1, std::memory_order_relaxed);
     int rc;
     if (op.is_write) {
-        const void *src = op.copy.empty() ? op.src : op.copy.data();
-        iovec iov{const_cast<void *>(src), op.bytes};
-        fi_rma_iov target{op.remote_addr, op.bytes, op.key};
-        void *desc = op.desc;
+        // The bytes are gathered from the local iovs in order and scattered
+        // into the targets in order: piece i's source fills target i.
+        iovec iov[kMaxWritePieces];
+        void *desc[kMaxWritePieces];
+        fi_rma_iov target[kMaxWritePieces];
+        for (uint32_t i = 0; i < op.num_pieces; ++i) {
+            const WritePiece &piece = op.pieces[i];
+            iov[i] = {const_cast<void *>(piece.src), piece.bytes};
+            desc[i] = piece.desc;
+            target[i] = {piece.remote_addr, piece.bytes, piece.key};
+        }
+        const bool copied = !op.copy.empty();
+        if (copied) iov[0] = {op.copy.data(), op.copy.size()};
         fi_msg_rma msg{};
-        msg.msg_iov = &iov;
-        msg.desc = &desc;
-        msg.iov_count = 1;
+        msg.msg_iov = iov;
+        msg.desc = desc;
+        msg.iov_count = copied ? 1 : op.num_pieces;
         msg.addr = op.dest;
-        msg.rma_iov = &target;
-        msg.rma_iov_count = 1;
+        msg.rma_iov = target;
+        msg.rma_iov_count = op.num_pieces;
         msg.context = &ctx->fi;
         msg.data = op.data;
         // Every operation completes with its context (so errors name their

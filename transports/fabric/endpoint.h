@@ -17,6 +17,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -53,16 +54,27 @@ struct TxOp : OpContext {
     TxOp *next_free = nullptr;
 };
 
+/** Most pieces one write gathers (write_imm_v's segments; caps.max_write_segs). */
+constexpr uint32_t kMaxWritePieces = 4;
+
+/** One piece of a write: local source and where in the peer it lands. */
+struct WritePiece {
+    const void *src = nullptr;
+    size_t bytes = 0;
+    void *desc = nullptr;
+    uint64_t remote_addr = 0, key = 0;
+};
+
 /** An operation to post, or waiting in the backlog. */
 struct Outgoing {
     bool is_write = false;
     Connection *conn = nullptr;
     fi_addr_t dest = FI_ADDR_UNSPEC;
-    // Writes: the source (inside `copy` when it was copied), target and remote CQ data.
-    const void *src = nullptr;
+    // Writes: the pieces' sources (all in `copy`, in order, when copied),
+    // targets, total bytes and remote CQ data; one fi_writemsg for them all.
+    std::array<WritePiece, kMaxWritePieces> pieces{};
+    uint32_t num_pieces = 0;
     size_t bytes = 0;
-    void *desc = nullptr;
-    uint64_t remote_addr = 0, key = 0;
     uint64_t data = 0;
     uint32_t event = 0;
     uint64_t cookie = 0;

@@ -18,6 +18,7 @@ struct Fabric {
     fid_av *av = nullptr;
     uint64_t mr_mode = 0;        // info->domain_attr->mr_mode as granted
     size_t inject_size = 0;      // tx_attr->inject_size: writes up to this are copied at post
+    uint32_t write_segs = 1;     // pieces one fi_writemsg takes (iov and rma_iov limits, capped)
     size_t tx_depth = 0;         // operations one endpoint keeps in flight
     size_t rx_depth = 0;         // rx_attr->size: receives one endpoint may have posted
     bool wait_fd = false;        // CQs are opened with FI_WAIT_FD

@@ -79,56 +79,86 @@ int Connection::read_handshake(std::string *why) {
     return rc;
 }
 
-int Connection::check_postable_locked(const char *what) {
+int Connection::check_postable_locked(const char *what, uint32_t count) {
     if (state_ == State::kFailed)
         return host_error(AFMESH_HAL_PEER_FAILED, "%s: the connection to %s has failed: %s", what, peer_.c_str(),
                           failure_reason_.c_str());
     if (state_ != State::kEstablished) return AFMESH_HAL_AGAIN;  // EV_CONNECTED not reported yet
-    if (outstanding_ >= kSendDepth) return AFMESH_HAL_AGAIN;
+    if (outstanding_ + count > kSendDepth) return AFMESH_HAL_AGAIN;
     return AFMESH_HAL_OK;
 }
 
-int Connection::post_locked(ibv_send_wr &wr, bool signal, int slot, uint32_t event, uint64_t cookie) {
-    signal = signal || unsignalled_ + 1 >= kSignalInterval;
-    const uint64_t seq = next_seq_++;
-    wr.wr_id = seq;
-    if (signal) wr.send_flags |= IBV_SEND_SIGNALED;
-    ibv_send_wr *bad = nullptr;
-    const int rc = fabric_.api->post_send(qp_, &wr, &bad);
-    if (rc != 0) {
-        if (slot >= 0) fabric_.pool->give_back(static_cast<uint32_t>(slot));
-        return host_error(AFMESH_HAL_ERROR, "ibv_post_send to %s: %s", peer_.c_str(), strerror(rc));
+// Posts the chain of `count` requests from `chain`; a signal, asked for or
+// forced, goes on its last request and covers the whole chain.
+int Connection::post_locked(ibv_send_wr *chain, uint32_t count, bool signal, int slot, uint32_t event,
+                            uint64_t cookie) {
+    signal = signal || unsignalled_ + count >= kSignalInterval;
+    ibv_send_wr *last = chain;
+    for (ibv_send_wr *wr = chain; wr; wr = wr->next) {
+        wr->wr_id = next_seq_++;
+        last = wr;
     }
-    ++outstanding_;
+    if (signal) last->send_flags |= IBV_SEND_SIGNALED;
+    ibv_send_wr *bad = nullptr;
+    if (const int rc = fabric_.api->post_send(qp_, chain, &bad); rc != 0)
+        return refused_locked(chain, bad, count, slot, rc);
+    outstanding_ += count;
     if (!signal) {
-        ++unsignalled_;
+        unsignalled_ += count;
         return AFMESH_HAL_OK;
     }
-    signals_.push_back(Signal{seq, unsignalled_ + 1, slot, event, cookie});
+    signals_.push_back(Signal{last->wr_id, unsignalled_ + count, slot, event, cookie});
     unsignalled_ = 0;
     return AFMESH_HAL_OK;
 }
 
-int Connection::write_imm(const void *src, size_t bytes, uint32_t lkey, uint64_t remote_addr, uint32_t rkey,
-                          uint32_t imm, uint32_t flags, uint64_t cookie) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(src), static_cast<uint32_t>(bytes), lkey};
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl(imm);  // network order on the wire; the receiver's ntohl gives it back
-    wr.sg_list = &sge;
-    wr.num_sge = bytes > 0 ? 1 : 0;
-    if (bytes > 0 && bytes <= kMaxInline) wr.send_flags = IBV_SEND_INLINE;
-    wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey = rkey;
+// ibv_post_send refused the chain at `bad`: the requests before it were
+// posted, and take send-queue slots until a later signal retires them.
+// None of them carries the immediate (the last request does), so the
+// caller gets the error and the peer no EV_IMM.
+int Connection::refused_locked(ibv_send_wr *chain, const ibv_send_wr *bad, uint32_t count, int slot, int error) {
+    uint32_t posted = 0;
+    if (bad)
+        for (const ibv_send_wr *wr = chain; wr && wr != bad; wr = wr->next) ++posted;
+    outstanding_ += posted;
+    unsignalled_ += posted;
+    if (slot >= 0) fabric_.pool->give_back(static_cast<uint32_t>(slot));
+    if (posted == 0) return host_error(AFMESH_HAL_ERROR, "ibv_post_send to %s: %s", peer_.c_str(), strerror(error));
+    return host_error(AFMESH_HAL_ERROR,
+                      "ibv_post_send to %s: %s after taking %" PRIu32 " of the chain's %" PRIu32
+                      " work requests (plain writes: the one with the immediate was not posted)",
+                      peer_.c_str(), strerror(error), posted, count);
+}
+
+int Connection::write_imm(const WriteSegment *segs, uint32_t count, uint32_t imm, uint32_t flags, uint64_t cookie,
+                          const char *what) {
+    ibv_sge sges[kMaxWriteSegs];
+    ibv_send_wr chain[kMaxWriteSegs];
+    for (uint32_t i = 0; i < count; ++i) {
+        const WriteSegment &seg = segs[i];
+        sges[i] = ibv_sge{reinterpret_cast<uintptr_t>(seg.src), seg.bytes, seg.lkey};
+        ibv_send_wr &wr = chain[i];
+        wr = ibv_send_wr{};
+        wr.next = i + 1 < count ? &chain[i + 1] : nullptr;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.sg_list = &sges[i];
+        wr.num_sge = seg.bytes > 0 ? 1 : 0;
+        if (seg.bytes > 0 && seg.bytes <= kMaxInline) wr.send_flags = IBV_SEND_INLINE;
+        wr.wr.rdma.remote_addr = seg.remote_addr;
+        wr.wr.rdma.rkey = seg.rkey;
+    }
+    ibv_send_wr &last = chain[count - 1];
+    last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    last.imm_data = htonl(imm);  // network order on the wire; the receiver's ntohl gives it back
     std::lock_guard lock(tx_mu_);
-    if (const int rc = check_postable_locked("write_imm"); rc != AFMESH_HAL_OK) return rc;
-    return post_locked(wr, flags & AFMESH_NET_SIGNAL, -1, (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0,
-                       cookie);
+    if (const int rc = check_postable_locked(what, count); rc != AFMESH_HAL_OK) return rc;
+    return post_locked(chain, count, flags & AFMESH_NET_SIGNAL, -1,
+                       (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0, cookie);
 }
 
 int Connection::send(const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
     std::lock_guard lock(tx_mu_);
-    if (const int rc = check_postable_locked("send"); rc != AFMESH_HAL_OK) return rc;
+    if (const int rc = check_postable_locked("send", 1); rc != AFMESH_HAL_OK) return rc;
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(len), 0};
     ibv_send_wr wr{};
     wr.opcode = IBV_WR_SEND;
@@ -144,7 +174,7 @@ int Connection::send(const void *buf, size_t len, uint32_t flags, uint64_t cooki
     } else if (len > 0) {
         wr.send_flags = IBV_SEND_INLINE;
     }
-    return post_locked(wr, (flags & AFMESH_NET_SIGNAL) || slot >= 0, slot,
+    return post_locked(&wr, 1, (flags & AFMESH_NET_SIGNAL) || slot >= 0, slot,
                        (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_SEND_DONE : 0, cookie);
 }
 

@@ -5,7 +5,8 @@
 // forced every kSignalInterval requests (and on every send that uses a
 // bounce buffer) so the send queue's slots retire. RC completes in order,
 // so a signalled completion retires every request posted before it; the
-// records in signals_ say how many each one covers.
+// records in signals_ say how many each one covers. A chain (write_imm_v)
+// is signalled, when it is, on its last request only.
 #pragma once
 
 #include <deque>
@@ -28,6 +29,15 @@ struct Fabric {
     ibv_pd *pd = nullptr;
     ibv_cq *cq = nullptr;
     SendPool *pool = nullptr;
+};
+
+/** One RDMA write of a chain: `bytes` from `src` (under `lkey`; unused when inline) to `remote_addr` under `rkey`. */
+struct WriteSegment {
+    const void *src = nullptr;
+    uint32_t bytes = 0;
+    uint32_t lkey = 0;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
 };
 
 /** wr_id bit marking a receive; the rest is the ring slot. Send wr_ids are sequence numbers. */
@@ -74,8 +84,14 @@ public:
 
     // --- data path, any thread ---
 
-    int write_imm(const void *src, size_t bytes, uint32_t lkey, uint64_t remote_addr, uint32_t rkey, uint32_t imm,
-                  uint32_t flags, uint64_t cookie);
+    /**
+     * Posts `count` (1 to kMaxWriteSegs) writes as one chain rung with one
+     * doorbell: RDMA_WRITE for all but the last, RDMA_WRITE_WITH_IMM for
+     * it. RC places a QP's writes in order, so every segment is visible
+     * before the peer sees the immediate. `what` names the call in errors.
+     */
+    int write_imm(const WriteSegment *segs, uint32_t count, uint32_t imm, uint32_t flags, uint64_t cookie,
+                  const char *what);
     int send(const void *buf, size_t len, uint32_t flags, uint64_t cookie);
 
     // --- completions, on the progress path ---
@@ -106,8 +122,9 @@ private:
         uint32_t event;    // afmesh_net_event_type to report, or 0 for an internal signal
         uint64_t cookie;
     };
-    int post_locked(ibv_send_wr &wr, bool signal, int slot, uint32_t event, uint64_t cookie);
-    int check_postable_locked(const char *what);
+    int post_locked(ibv_send_wr *chain, uint32_t count, bool signal, int slot, uint32_t event, uint64_t cookie);
+    int refused_locked(ibv_send_wr *chain, const ibv_send_wr *bad, uint32_t count, int slot, int error);
+    int check_postable_locked(const char *what, uint32_t count);
 
     const Fabric &fabric_;
     int fd_;

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 
 #include "host.h"
@@ -45,6 +47,16 @@ int status_of(ibv_wc_status status) {
     case IBV_WC_MW_BIND_ERR: return AFMESH_HAL_ACCESS;
     default: return AFMESH_HAL_PEER_FAILED;
     }
+}
+
+// printf into a string: the reasons of refused calls.
+__attribute__((format(printf, 1, 2))) std::string format(const char *fmt, ...) {
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return text;
 }
 
 }  // namespace
@@ -108,6 +120,7 @@ int Context::open_verbs(afmesh_net_caps *caps) {
     caps->recv_depth = kRecvDepth;
     caps->max_addr_size = kAddressSize;
     caps->max_write_size = fabric_.port.max_msg_size;
+    caps->max_write_segs = kMaxWriteSegs;
     return AFMESH_HAL_OK;
 }
 
@@ -334,35 +347,75 @@ int Context::mem_deregister(afmesh_net_mr *handle) {
     return AFMESH_HAL_OK;
 }
 
+int Context::prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_mr, uint64_t total,
+                           const afmesh_net_rkey *dst, uint64_t dst_offset, WriteSegment *seg, std::string *why) {
+    if (dst->addr > UINT64_MAX - bytes || dst_offset > UINT64_MAX - dst->addr - bytes) {
+        *why = format("%" PRIu64 " bytes at offset %" PRIu64 " overflow", bytes, dst_offset);
+        return AFMESH_HAL_INVALID_ARGUMENT;
+    }
+    seg->src = src;
+    seg->bytes = static_cast<uint32_t>(bytes);  // within max_msg_sz, a 32-bit size
+    seg->lkey = 0;
+    seg->remote_addr = dst->addr + dst_offset;
+    seg->rkey = static_cast<uint32_t>(dst->key);
+    if (total <= kMaxInline) return AFMESH_HAL_OK;
+    if (!src_mr) {
+        *why = format("a %" PRIu64 "-byte write (above max_inline %" PRIu32 ") needs its source registration", total,
+                      kMaxInline);
+        return AFMESH_HAL_INVALID_ARGUMENT;
+    }
+    auto *registration = reinterpret_cast<Registration *>(src_mr);
+    std::lock_guard lock(regions_mu_);
+    if (!regions_.count(registration)) {
+        *why = "src_mr is not a live registration";
+        return AFMESH_HAL_INVALID_ARGUMENT;
+    }
+    if (!(registration->access & AFMESH_NET_ACCESS_LOCAL)) {
+        *why = "the source registration lacks AFMESH_NET_ACCESS_LOCAL";
+        return AFMESH_HAL_ACCESS;
+    }
+    const auto start = reinterpret_cast<uintptr_t>(registration->mr->addr);
+    const auto from = reinterpret_cast<uintptr_t>(src);
+    if (from < start || from - start > registration->mr->length || bytes > registration->mr->length - (from - start)) {
+        *why = format("%" PRIu64 " bytes at %p are not inside the source registration", bytes, src);
+        return AFMESH_HAL_ACCESS;
+    }
+    seg->lkey = registration->mr->lkey;
+    return AFMESH_HAL_OK;
+}
+
 int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
     if (bytes > fabric_.port.max_msg_size)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes exceed the port's max_msg_sz %" PRIu32,
                           bytes, fabric_.port.max_msg_size);
-    if (dst->addr > UINT64_MAX - bytes || dst_offset > UINT64_MAX - dst->addr - bytes)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
-                          dst_offset);
-    uint32_t lkey = 0;
-    if (bytes > kMaxInline) {
-        if (!src_mr)
-            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
-                              "write_imm: a %zu-byte write (above max_inline %" PRIu32 ") needs its source registration",
-                              bytes, kMaxInline);
-        auto *registration = reinterpret_cast<Registration *>(src_mr);
-        std::lock_guard lock(regions_mu_);
-        if (!regions_.count(registration))
-            return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: src_mr is not a live registration");
-        if (!(registration->access & AFMESH_NET_ACCESS_LOCAL))
-            return host_error(AFMESH_HAL_ACCESS, "write_imm: the source registration lacks AFMESH_NET_ACCESS_LOCAL");
-        const auto start = reinterpret_cast<uintptr_t>(registration->mr->addr);
-        const auto from = reinterpret_cast<uintptr_t>(src);
-        if (from < start || from - start > registration->mr->length || bytes > registration->mr->length - (from - start))
-            return host_error(AFMESH_HAL_ACCESS, "write_imm: %zu bytes at %p are not inside the source registration",
-                              bytes, src);
-        lkey = registration->mr->lkey;
+    WriteSegment seg;
+    std::string why;
+    if (const int rc = prepare_write(src, bytes, src_mr, bytes, dst, dst_offset, &seg, &why); rc != AFMESH_HAL_OK)
+        return host_error(rc, "write_imm: %s", why.c_str());
+    return Connection::from(conn)->write_imm(&seg, 1, imm, flags, cookie, "write_imm");
+}
+
+// Every segment is checked before the chain is built, so a refused call posts nothing.
+int Context::write_imm_v(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                         uint32_t imm, uint32_t flags, uint64_t cookie) {
+    if (count > kMaxWriteSegs)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "write_imm_v: %" PRIu32 " segments exceed max_write_segs %" PRIu32, count, kMaxWriteSegs);
+    if (total > fabric_.port.max_msg_size)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "write_imm_v: %" PRIu64 " bytes in all exceed the port's max_msg_sz %" PRIu32, total,
+                          fabric_.port.max_msg_size);
+    WriteSegment chain[kMaxWriteSegs];
+    for (uint32_t i = 0; i < count; ++i) {
+        const afmesh_net_write_seg &seg = segs[i];
+        std::string why;
+        if (const int rc = prepare_write(seg.src, seg.bytes, seg.src_mr, total, seg.dst, seg.dst_offset, &chain[i],
+                                         &why);
+            rc != AFMESH_HAL_OK)
+            return host_error(rc, "write_imm_v: segment %" PRIu32 ": %s", i, why.c_str());
     }
-    return Connection::from(conn)->write_imm(src, bytes, lkey, dst->addr + dst_offset, static_cast<uint32_t>(dst->key),
-                                             imm, flags, cookie);
+    return Connection::from(conn)->write_imm(chain, count, imm, flags, cookie, "write_imm_v");
 }
 
 int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {

@@ -50,6 +50,9 @@ public:
 
     int write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                   const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie);
+    /** write_imm_v(): one chain of work requests, the last carrying the immediate (Connection::write_imm). */
+    int write_imm_v(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                    uint32_t imm, uint32_t flags, uint64_t cookie);
     int send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie);
 
     int poll(afmesh_net_event *events, int max);
@@ -66,6 +69,14 @@ private:
 
     Context() = default;
     int open_verbs(afmesh_net_caps *caps);
+    /**
+     * Checks one write of `bytes` from `src` to `dst` at `dst_offset` and
+     * fills `*seg` with it. `total` is the whole operation's size
+     * (write_imm_v: its segments together): above max_inline the source must
+     * lie in `src_mr`. On a violation returns its status, saying why in `*why`.
+     */
+    int prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_mr, uint64_t total,
+                      const afmesh_net_rkey *dst, uint64_t dst_offset, WriteSegment *seg, std::string *why);
     bool watch(int fd, uint32_t events, void *tag, std::string *why);
     void set_interest(Connection *conn, uint32_t events);
     bool reserve_cq(std::string *why);

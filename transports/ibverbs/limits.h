@@ -17,5 +17,12 @@ inline constexpr uint32_t kSignalInterval = kSendDepth / 4;
 inline constexpr uint32_t kMaxInline = 128;
 /** Bounce buffers shared by a context's sends above kMaxInline. */
 inline constexpr uint32_t kSendSlots = 256;
+/**
+ * Segments one write_imm_v takes (caps.max_write_segs): a tensor and the
+ * message describing it, with room to spare. Each is one work request of a
+ * chain, with the one SGE every send-queue entry has.
+ */
+inline constexpr uint32_t kMaxWriteSegs = 4;
+static_assert(kMaxWriteSegs <= kSendDepth, "a chain longer than the send queue could never be posted");
 
 }  // namespace afmesh::ibverbs

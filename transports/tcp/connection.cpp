@@ -20,8 +20,7 @@ Connection::~Connection() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-int Connection::post(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source,
-                     uint32_t completion, uint64_t cookie, bool more) {
+int Connection::post(OutgoingFrame *frames, size_t count, uint32_t completion, uint64_t cookie, bool more) {
     std::lock_guard lock(tx_mu_);
     switch (state()) {
     case State::kFailed:
@@ -33,7 +32,7 @@ int Connection::post(const FrameHeader &header, const void *payload, std::shared
     // With a backlog (the socket was full) EPOLLOUT is armed and poll()
     // carries on sending it; frames merely held back go out with this one.
     const bool backlog = sender_.has_unsent() && !holding_;
-    const int rc = sender_.queue(header, payload, std::move(source), completion, cookie);
+    const int rc = sender_.queue(frames, count, completion, cookie);
     if (rc != AFMESH_HAL_OK || backlog || state() != State::kEstablished) return rc;
     if (!more) {
         push_locked();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -43,12 +44,12 @@ public:
     // --- any thread ---
 
     /**
-     * Queues a frame and sends what the socket takes; see FrameSender::queue.
-     * With `more` (AFMESH_NET_MORE) the frame waits for the next post, so a
-     * burst leaves in one gathered send; poll() sends it if none follows.
+     * Queues one operation's frames and sends what the socket takes; see
+     * FrameSender::queue. With `more` (AFMESH_NET_MORE) they wait for the
+     * next post, so a burst leaves in one gathered send; poll() sends them
+     * if none follows.
      */
-    int post(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source, uint32_t completion,
-             uint64_t cookie, bool more);
+    int post(OutgoingFrame *frames, size_t count, uint32_t completion, uint64_t cookie, bool more);
     /** Fails the connection (first failure wins) and queues its EV_CONN_ERROR. */
     void fail(const Failure &failure);
 

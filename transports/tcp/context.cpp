@@ -47,6 +47,13 @@ std::unique_ptr<Connection> make_connection(Context &context, int fd, Connection
     }
 }
 
+// Posts one operation's frames; AFMESH_NET_SIGNAL in `flags` asks for `done` once the last is sent.
+int post_frames(afmesh_net_conn *conn, OutgoingFrame *frames, size_t count, uint32_t done, uint32_t flags,
+                uint64_t cookie) {
+    return Connection::from(conn)->post(frames, count, (flags & AFMESH_NET_SIGNAL) ? done : 0, cookie,
+                                        (flags & AFMESH_NET_MORE) != 0);
+}
+
 }  // namespace
 
 int Context::create(afmesh_net_caps *caps, Context **out) {
@@ -75,6 +82,7 @@ int Context::create(afmesh_net_caps *caps, Context **out) {
     caps->recv_depth = kSendQueueDepth;
     caps->max_addr_size = kAddressBlobSize;
     caps->max_write_size = kMaxWriteSize;
+    caps->max_write_segs = kMaxWriteSegs;
     *out = context.release();
     return AFMESH_HAL_OK;
 }
@@ -231,46 +239,83 @@ int Context::mem_deregister(afmesh_net_mr *mr) {
     return AFMESH_HAL_OK;
 }
 
+int Context::prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_mr, uint64_t total,
+                           const afmesh_net_rkey *dst, uint64_t dst_offset, OutgoingFrame *frame, Reason *why) {
+    if (dst_offset > UINT64_MAX - bytes) {
+        why->format("%" PRIu64 " bytes at offset %" PRIu64 " overflow", bytes, dst_offset);
+        return AFMESH_HAL_INVALID_ARGUMENT;
+    }
+    if (total > kMaxInline) {
+        if (!src_mr) {
+            why->format("a %" PRIu64 "-byte write (above max_inline %" PRIu32 ") needs its source registration",
+                        total, kMaxInline);
+            return AFMESH_HAL_INVALID_ARGUMENT;
+        }
+        frame->source = regions_.find(reinterpret_cast<Region *>(src_mr));
+        if (!frame->source) {
+            why->format("src_mr is not a live registration");
+            return AFMESH_HAL_INVALID_ARGUMENT;
+        }
+        if (!frame->source->allows(AFMESH_NET_ACCESS_LOCAL)) {
+            why->format("the source registration lacks AFMESH_NET_ACCESS_LOCAL");
+            return AFMESH_HAL_ACCESS;
+        }
+        if (!frame->source->contains(src, bytes)) {
+            why->format("%" PRIu64 " bytes at %p are not inside the source registration", bytes, src);
+            return AFMESH_HAL_ACCESS;
+        }
+    }
+    frame->header.key = dst->key;
+    frame->header.offset = dst_offset;
+    frame->header.length = bytes;
+    frame->payload = src;
+    return AFMESH_HAL_OK;
+}
+
 int Context::write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                        const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie) {
-    if (dst_offset > UINT64_MAX - bytes)
-        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: %zu bytes at offset %" PRIu64 " overflow", bytes,
-                          dst_offset);
-    std::shared_ptr<Region> source;
-    if (bytes > kMaxInline) {
-        if (!src_mr)
-            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
-                              "write_imm: a %zu-byte write (above max_inline %" PRIu32
-                              ") needs its source registration",
-                              bytes, kMaxInline);
-        source = regions_.find(reinterpret_cast<Region *>(src_mr));
-        if (!source) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "write_imm: src_mr is not a live registration");
-        if (!source->allows(AFMESH_NET_ACCESS_LOCAL))
-            return host_error(AFMESH_HAL_ACCESS, "write_imm: the source registration lacks AFMESH_NET_ACCESS_LOCAL");
-        if (!source->contains(src, bytes))
-            return host_error(AFMESH_HAL_ACCESS, "write_imm: %zu bytes at %p are not inside the source registration",
-                              bytes, src);
+    OutgoingFrame frame;
+    Reason why;
+    if (const int rc = prepare_write(src, bytes, src_mr, bytes, dst, dst_offset, &frame, &why); rc != AFMESH_HAL_OK)
+        return host_error(rc, "write_imm: %s", why.text);
+    frame.header.type = FrameType::kWriteImm;
+    frame.header.imm = imm;
+    return post_frames(conn, &frame, 1, AFMESH_NET_EV_WRITE_DONE, flags, cookie);
+}
+
+// Every segment is checked before any frame is queued, so a refused call
+// posts nothing. No total exceeds kMaxWriteSize (SIZE_MAX, 64 bits): the
+// entry has refused those that overflow.
+int Context::write_imm_v(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                         uint32_t imm, uint32_t flags, uint64_t cookie) {
+    if (count > kMaxWriteSegs)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "write_imm_v: %" PRIu32 " segments exceed max_write_segs %" PRIu32, count, kMaxWriteSegs);
+    OutgoingFrame frames[kMaxWriteSegs];
+    for (uint32_t i = 0; i < count; ++i) {
+        const afmesh_net_write_seg &seg = segs[i];
+        Reason why;
+        if (const int rc = prepare_write(seg.src, seg.bytes, seg.src_mr, total, seg.dst, seg.dst_offset, &frames[i],
+                                         &why);
+            rc != AFMESH_HAL_OK)
+            return host_error(rc, "write_imm_v: segment %" PRIu32 ": %s", i, why.text);
+        frames[i].header.type = FrameType::kWrite;
     }
-    FrameHeader header;
-    header.type = FrameType::kWriteImm;
-    header.imm = imm;
-    header.key = dst->key;
-    header.offset = dst_offset;
-    header.length = bytes;
-    return Connection::from(conn)->post(header, src, std::move(source),
-                                        (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0, cookie,
-                                        (flags & AFMESH_NET_MORE) != 0);
+    FrameHeader &last = frames[count - 1].header;
+    last.type = FrameType::kWriteImm;
+    last.imm = imm;
+    return post_frames(conn, frames, count, AFMESH_NET_EV_WRITE_DONE, flags, cookie);
 }
 
 int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
     if (len > kMaxSendSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "send: %zu bytes exceed max_send_size %" PRIu32, len,
                           kMaxSendSize);
-    FrameHeader header;
-    header.type = FrameType::kSend;
-    header.length = len;
-    return Connection::from(conn)->post(header, buf, nullptr, (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_SEND_DONE : 0,
-                                        cookie, (flags & AFMESH_NET_MORE) != 0);
+    OutgoingFrame frame;
+    frame.header.type = FrameType::kSend;
+    frame.header.length = len;
+    frame.payload = buf;
+    return post_frames(conn, &frame, 1, AFMESH_NET_EV_SEND_DONE, flags, cookie);
 }
 
 int Context::poll(afmesh_net_event *events, int max) {

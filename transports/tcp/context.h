@@ -34,9 +34,16 @@
 namespace afmesh::tcp {
 
 class Connection;
+struct OutgoingFrame;
+struct Reason;
 
 /** Writes up to this size are copied at post time (caps.max_inline). */
 inline constexpr uint32_t kMaxInline = 256;
+/**
+ * Segments one write_imm_v takes (caps.max_write_segs): a tensor and the
+ * message describing it, with room to spare. Each is one frame.
+ */
+inline constexpr uint32_t kMaxWriteSegs = 4;
 
 class Context {
 public:
@@ -57,6 +64,9 @@ public:
 
     int write_imm(afmesh_net_conn *conn, const void *src, size_t bytes, afmesh_net_mr *src_mr,
                   const afmesh_net_rkey *dst, uint64_t dst_offset, uint32_t imm, uint32_t flags, uint64_t cookie);
+    /** write_imm_v(): a WRITE frame per segment but the last, which goes as the WRITE_IMM (wire.h). */
+    int write_imm_v(afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count, uint64_t total,
+                    uint32_t imm, uint32_t flags, uint64_t cookie);
     int send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t flags, uint64_t cookie);
 
     int poll(afmesh_net_event *events, int max);
@@ -77,6 +87,16 @@ public:
 private:
     Context(int epoll_fd, int wake_fd) : epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
 
+    /**
+     * Checks one write of `bytes` from `src` to `dst` at `dst_offset` and
+     * fills `*frame` with it, all but its type and immediate. `total` is the
+     * whole operation's size (write_imm_v: its segments together): above
+     * max_inline the source is sent in place and must lie in `src_mr`,
+     * otherwise it is copied. On a violation returns its status, saying why
+     * in `*why`.
+     */
+    int prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_mr, uint64_t total,
+                      const afmesh_net_rkey *dst, uint64_t dst_offset, OutgoingFrame *frame, Reason *why);
     void wake();
     void accept_pending();
     void announce_incoming(EventSink &sink);

@@ -99,6 +99,7 @@ FrameReceiver::Step FrameReceiver::start_payload(const RegionTable &regions) {
         stage_ = Stage::kMessagePayload;
         return Step::kMore;
     }
+    // WRITE and WRITE_IMM alike: their payload lands only inside a region that accepts it.
     if (!region_ || region_->id() != header_.key || region_->revoked()) region_ = regions.find(header_.key);
     if (!region_) return fail(AFMESH_HAL_ACCESS, "write to unknown region key %" PRIu64, header_.key);
     if (!region_->allows(AFMESH_NET_ACCESS_REMOTE_WRITE))
@@ -147,7 +148,8 @@ FrameReceiver::Step FrameReceiver::read_payload(int fd) {
 
 void FrameReceiver::deliver(afmesh_net_conn *conn, EventSink &sink) {
     if (stage_ == Stage::kWritePayload) {
-        sink.add(AFMESH_NET_EV_IMM, conn).imm = header_.imm;
+        // A WRITE's bytes are announced by the WRITE_IMM that ends its write_imm_v (wire.h).
+        if (header_.type == FrameType::kWriteImm) sink.add(AFMESH_NET_EV_IMM, conn).imm = header_.imm;
     } else {
         afmesh_net_event &event = sink.add(AFMESH_NET_EV_RECV, conn);
         event.data = message_.get();

@@ -16,25 +16,34 @@ constexpr int kMaxIov = 64;
 
 }  // namespace
 
-int FrameSender::queue(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source,
-                       uint32_t completion, uint64_t cookie) {
-    if (queue_.full()) return AFMESH_HAL_AGAIN;
-    const uint8_t *bytes = static_cast<const uint8_t *>(payload);
+int FrameSender::queue(OutgoingFrame *frames, size_t count, uint32_t completion, uint64_t cookie) {
+    if (queue_.room() < count) return AFMESH_HAL_AGAIN;
+    // The copied payloads share one allocation, charged to the last frame:
+    // frames retire in order, so it outlives every frame pointing into it.
+    size_t copied = 0;
+    for (size_t i = 0; i < count; ++i)
+        if (!frames[i].source) copied += frames[i].header.length;
     size_t charge = 0;
-    if (!source && header.length > 0) {
-        uint8_t *copy = copies_.allocate(header.length, &charge);
-        if (!copy) return AFMESH_HAL_AGAIN;
-        memcpy(copy, payload, header.length);
-        bytes = copy;
+    uint8_t *copy = nullptr;
+    if (copied > 0 && !(copy = copies_.allocate(copied, &charge))) return AFMESH_HAL_AGAIN;
+    for (size_t i = 0; i < count; ++i) {
+        OutgoingFrame &frame = frames[i];
+        SendOp &op = queue_.push();
+        encode_frame_header(frame.header, op.header);
+        op.payload = static_cast<const uint8_t *>(frame.payload);
+        op.payload_length = frame.header.length;
+        if (!frame.source && frame.header.length > 0) {
+            memcpy(copy, frame.payload, frame.header.length);
+            op.payload = copy;
+            copy += frame.header.length;
+        }
+        op.source = std::move(frame.source);
+        if (i + 1 == count) {
+            op.cookie = cookie;
+            op.copy_charge = charge;
+            op.completion = completion;
+        }
     }
-    SendOp &op = queue_.push();
-    encode_frame_header(header, op.header);
-    op.payload = bytes;
-    op.payload_length = header.length;
-    op.cookie = cookie;
-    op.copy_charge = charge;
-    op.completion = completion;
-    op.source = std::move(source);
     return AFMESH_HAL_OK;
 }
 

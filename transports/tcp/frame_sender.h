@@ -14,7 +14,7 @@
 
 namespace afmesh::tcp {
 
-/** Operations one connection may have queued before posting returns AGAIN. */
+/** Frames one connection may have queued before posting returns AGAIN (a write_imm_v is one per segment). */
 inline constexpr size_t kSendQueueDepth = 4096;
 static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "SendQueue needs a power of two");
 /** Bytes of copied payloads one connection may have queued. */
@@ -26,18 +26,25 @@ inline constexpr size_t kCopyFifoBytes = 256 * 1024;
  */
 inline constexpr size_t kSendBudgetBytes = 1 << 20;
 
+/** One frame to queue. With a `source` region its payload is sent from `payload` in place; without one it is copied. */
+struct OutgoingFrame {
+    FrameHeader header;
+    const void *payload = nullptr;
+    std::shared_ptr<Region> source;
+};
+
 class FrameSender {
 public:
     FrameSender() : queue_(kSendQueueDepth), copies_(kCopyFifoBytes) {}
 
     /**
-     * Queues a frame. With a `source` region the payload is sent from
-     * `payload` in place; without one it is copied now. `completion` is the
-     * event to report once the frame is sent (0: none).
-     * @return OK, or AGAIN when the queue or the copy space is full.
+     * Queues `count` frames back to back, all of them or none (one operation
+     * may be several frames: write_imm_v), taking their sources. Payloads
+     * without a source are copied now. `completion` is the event to report
+     * once the last frame is sent (0: none).
+     * @return OK, or AGAIN when the queue or the copy space lacks room for them all.
      */
-    int queue(const FrameHeader &header, const void *payload, std::shared_ptr<Region> source, uint32_t completion,
-              uint64_t cookie);
+    int queue(OutgoingFrame *frames, size_t count, uint32_t completion, uint64_t cookie);
 
     bool has_unsent() const { return queue_.unsent_count() > 0; }
 

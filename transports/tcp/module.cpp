@@ -5,8 +5,8 @@
 #include "wire.h"
 
 namespace {
-constexpr const char *kVersion = "0.1.0 (TCP sockets, wire protocol 1)";
-static_assert(afmesh::tcp::kProtocolVersion == 1, "kVersion names the wire protocol");
+constexpr const char *kVersion = "0.1.0 (TCP sockets, wire protocol 2)";
+static_assert(afmesh::tcp::kProtocolVersion == 2, "kVersion names the wire protocol");
 }  // namespace
 
 extern "C" AFMESH_MODULE_EXPORT int afmesh_module_query(uint32_t host_abi_major, const afmesh_host_services *host,

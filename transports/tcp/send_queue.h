@@ -38,11 +38,12 @@ public:
     /** `max_depth` must be a power of two. */
     explicit SendQueue(size_t max_depth);
 
-    bool full() const { return tail_ - head_ == max_depth_; }
+    /** Operations that may still be pushed. */
+    size_t room() const { return max_depth_ - (tail_ - head_); }
     size_t unsent_count() const { return tail_ - unsent_; }
     bool has_done() const { return head_ != unsent_; }
 
-    /** Appends a cleared operation. Requires !full(). */
+    /** Appends a cleared operation. Requires room() > 0. */
     SendOp &push();
     /** The i-th unsent operation, 0 being the oldest. */
     SendOp &unsent(size_t i) { return slot(unsent_ + i); }

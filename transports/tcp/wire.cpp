@@ -76,6 +76,13 @@ bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why) {
     out->length = get64(in + kLengthAt);
     switch (const uint8_t type = in[kTypeAt]) {
     case static_cast<uint8_t>(FrameType::kWriteImm): out->type = FrameType::kWriteImm; return true;
+    case static_cast<uint8_t>(FrameType::kWrite):
+        out->type = FrameType::kWrite;
+        if (out->imm != 0) {
+            why->format("write frame carries an immediate (%" PRIu32 "): only a WRITE_IMM delivers one", out->imm);
+            return false;
+        }
+        return true;
     case static_cast<uint8_t>(FrameType::kSend):
         out->type = FrameType::kSend;
         if (out->imm != 0 || out->key != 0 || out->offset != 0) {

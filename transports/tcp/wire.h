@@ -1,17 +1,23 @@
 // The tcp transport's wire format. Every operation travels on the
-// connection's byte stream as one fixed-size frame header followed by its
-// payload. All header fields are in network byte order:
+// connection's byte stream as one or more frames, each a fixed-size header
+// followed by its payload. All header fields are in network byte order:
 //
 //   offset size field
 //        0    4 magic     kFrameMagic
 //        4    1 version   kProtocolVersion
 //        5    1 type      FrameType
 //        6    2 reserved  zero
-//        8    4 imm       WRITE_IMM: the immediate; SEND: zero
+//        8    4 imm       WRITE_IMM: the immediate; WRITE, SEND: zero
 //       12    4 reserved  zero
-//       16    8 key       WRITE_IMM: the destination region id; SEND: zero
-//       24    8 offset    WRITE_IMM: byte offset in that region; SEND: zero
+//       16    8 key       WRITE_IMM, WRITE: the destination region id; SEND: zero
+//       24    8 offset    WRITE_IMM, WRITE: byte offset in that region; SEND: zero
 //       32    8 length    payload bytes that follow the header
+//
+// A WRITE places its payload exactly as a WRITE_IMM does, under the same
+// bounds checks, and reports nothing. write_imm_v sends its segments as
+// WRITE frames followed by one WRITE_IMM for the last: the stream keeps
+// them in order, so every segment has landed when the immediate is
+// delivered, and a refused segment fails the connection before it is.
 //
 // Every field is checked on arrival; reserved fields must be zero so a later
 // protocol revision can give them a meaning without being misread.
@@ -25,7 +31,8 @@
 namespace afmesh::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x41464d54;  // "AFMT"
-inline constexpr uint8_t kProtocolVersion = 1;
+/** 2: the WRITE frame (write_imm_v). A peer of another version is refused at its first frame. */
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderSize = 40;
 
 /** Largest two-sided message; the receiver holds one whole message per connection. */
@@ -34,6 +41,7 @@ inline constexpr uint32_t kMaxSendSize = 64 * 1024;
 enum class FrameType : uint8_t {
     kWriteImm = 1,  // payload lands in a registered region, then EV_IMM
     kSend = 2,      // payload is a message delivered as EV_RECV
+    kWrite = 3,     // payload lands in a registered region; the next WRITE_IMM announces it
 };
 
 /** A header's meaningful fields, in host byte order. */
@@ -50,9 +58,9 @@ void encode_frame_header(const FrameHeader &header, uint8_t *out);
 
 /**
  * Reads kFrameHeaderSize bytes at `in` into `*out`, checking every rule the
- * wire format states (magic, version, type, reserved fields, SEND field use
- * and size). Region bounds are the receiver's to check. On a violation,
- * returns false and says why in `*why`.
+ * wire format states (magic, version, type, reserved fields, WRITE and SEND
+ * field use, SEND size). Region bounds are the receiver's to check. On a
+ * violation, returns false and says why in `*why`.
  */
 bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why);
 

@@ -83,8 +83,30 @@ typedef struct afmesh_net_caps {
      */
     uint32_t recv_depth;
     uint32_t max_addr_size;  /**< largest listen() address blob */
-    uint64_t max_write_size; /**< largest single write_imm */
+    uint64_t max_write_size; /**< largest single write_imm (for write_imm_v: all its segments together) */
+    /* ---- ABI 1.2: written only when struct_size covers it ---- */
+    /**
+     * Most segments one write_imm_v takes; 0 or 1 when the module has no
+     * gathered write (the entry is then NULL or refuses more than one).
+     */
+    uint32_t max_write_segs;
 } afmesh_net_caps;
+
+/** The caps of ABI 1.0 and 1.1 end here: a module accepts a struct_size from this on. */
+#define AFMESH_NET_CAPS_SIZE_1_0 offsetof(afmesh_net_caps, max_write_segs)
+
+/**
+ * (ABI 1.2) One piece of a gathered write: `bytes` (at least 1) from `src`
+ * inside `src_mr` (NULL allowed when the whole write is at most
+ * caps.max_inline) to the peer's region `dst` at `dst_offset`.
+ */
+typedef struct afmesh_net_write_seg {
+    const void *src;
+    afmesh_net_mr *src_mr;
+    uint64_t bytes;
+    const afmesh_net_rkey *dst;
+    uint64_t dst_offset;
+} afmesh_net_write_seg;
 
 /** write_imm / send flags. */
 /** Report an EV_WRITE_DONE / EV_SEND_DONE carrying the cookie when the source may be reused. */
@@ -242,6 +264,27 @@ typedef struct afmesh_net_ops {
      * NUL-terminated into `buf` and truncated to fit `len`.
      */
     int (*describe)(void *ctx, char *buf, size_t len);
+
+    /* ---- ABI 1.2 ---- */
+
+    /**
+     * Optional (caps.max_write_segs >= 2): one write_imm made of `count`
+     * segments, each landing in its own place (different regions of the
+     * peer allowed), followed by ONE EV_IMM with `imm` once every segment's
+     * bytes are visible. This lets a caller put a tensor and the small
+     * message describing it into the peer in one transport operation (one
+     * fi_writemsg with several rma_iov; a chain of work requests of which
+     * the last carries the immediate; back-to-back tcp frames in one
+     * gathered send). Source lifetime,
+     * flags, ordering and errors are write_imm's; a segment outside the
+     * peer's region fails the connection as a write_imm's would, and the
+     * immediate is then not delivered.
+     * @return as write_imm; INVALID_ARGUMENT for count 0 or above
+     *         caps.max_write_segs, an empty segment, or a total above
+     *         caps.max_write_size.
+     */
+    int (*write_imm_v)(void *ctx, afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count,
+                       uint32_t imm, uint32_t flags, uint64_t cookie);
 } afmesh_net_ops;
 
 #ifdef __cplusplus
