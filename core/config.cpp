@@ -61,6 +61,10 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_EAGER_BYTES", VarType::kInt, "4096", nullptr, 0, 1 << 20,
      "tensors of up to this many bytes in all (per request, per answer) travel inside the request or response "
      "message instead of in a write of their own, within the transport's message limit (0: never)"},
+    {"AFMESH_MAILBOX_ENTRIES", VarType::kInt, "64", nullptr, 0, 1 << 16,
+     "per peer, how many REQUESTs (worker) or RESPONSEs may ride on a tensor write at once where the transport "
+     "gathers writes: each entry is 2 KiB of registered memory per peer; beyond that, or at 0, the messages go "
+     "as sends of their own (one more transport operation each way)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
      "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,

@@ -22,6 +22,8 @@ struct EngineContext {
     int device_id = 0;
     /** Tensors up to this many bytes in all travel inside the REQUEST or RESPONSE (AFMESH_EAGER_BYTES). */
     uint64_t eager_bytes = 0;
+    /** Entries of each peer's mailbox (mailbox.h); 0 without one (AFMESH_MAILBOX_ENTRIES, or no gathered write). */
+    uint32_t mailbox_entries = 0;
 };
 
 /** A status for the C API from a failed transport call. */

@@ -115,7 +115,10 @@ Status Node::start() {
                       *progress_,
                       mu_,
                       device_id,
-                      static_cast<uint64_t>(config_.get_int("AFMESH_EAGER_BYTES"))};
+                      static_cast<uint64_t>(config_.get_int("AFMESH_EAGER_BYTES")),
+                      // Without a gathered write a message cannot ride on a tensor: no mailboxes.
+                      transport_->write_segs() >= 2 ? static_cast<uint32_t>(config_.get_int("AFMESH_MAILBOX_ENTRIES"))
+                                                    : 0};
     if (role_ == Role::kWorker)
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else
@@ -193,7 +196,7 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
         case AFMESH_NET_EV_CONNECTED: {
             ++connected_;
             std::vector<uint8_t> ident;
-            wire::encode(wire::Ident{wire::kProtocolVersion, rank()}, ident);
+            worker_->encode_ident(peer, ident);
             if (transport_->net().send(transport_->ctx(), ev.conn, ident.data(), ident.size(), 0, 0) != AFMESH_HAL_OK)
                 fail_peer(peer, {Code::kPeerFailed, "cannot send IDENT: " + take_module_error()});
             break;
@@ -208,7 +211,7 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
             } else {
                 wire::Ident ident;
                 Status s = wire::decode(ev.data, ev.len, &ident);
-                if (s) s = server_->attach_worker(ident.worker_rank, ev.conn);
+                if (s) s = server_->attach_worker(ident, ev.conn);
                 if (!s) {
                     AFMESH_LOG(AFMESH_LOG_ERROR, "refusing a data connection: %s", s.message().c_str());
                     transport_->net().close(transport_->ctx(), ev.conn);

@@ -4,12 +4,18 @@
 
 namespace afmesh {
 
-int Outbox::post(const Entry &e) {
+int Outbox::post(Entry &e) {
     const afmesh_net_ops &ops = transport_->net();
-    if (e.is_write)
-        return ops.write_imm(transport_->ctx(), conn_, e.src, e.bytes, e.mr, &e.dst, e.offset, e.imm, e.flags,
+    if (e.segments == 0)
+        return ops.send(transport_->ctx(), conn_, e.message.data(), e.message.size(), e.flags, e.cookie);
+    // The entry may have moved since it was made: point the segments at its own copies of their destinations.
+    for (uint32_t i = 0; i < e.segments; ++i) e.seg[i].dst = &e.dst[i];
+    if (e.segments == 1) {
+        const afmesh_net_write_seg &s = e.seg[0];
+        return ops.write_imm(transport_->ctx(), conn_, s.src, s.bytes, s.src_mr, s.dst, s.dst_offset, e.imm, e.flags,
                              e.cookie);
-    return ops.send(transport_->ctx(), conn_, e.message.data(), e.message.size(), e.flags, e.cookie);
+    }
+    return ops.write_imm_v(transport_->ctx(), conn_, e.seg, e.segments, e.imm, e.flags, e.cookie);
 }
 
 Status Outbox::enqueue_or_post(Entry &&e) {
@@ -23,15 +29,18 @@ Status Outbox::enqueue_or_post(Entry &&e) {
     return Status::ok();
 }
 
-Status Outbox::write(const void *src, uint64_t bytes, afmesh_net_mr *mr, const afmesh_net_rkey &dst, uint64_t offset,
-                     uint32_t imm, uint32_t flags, uint64_t cookie) {
+Status Outbox::write(const afmesh_net_write_seg *segs, uint32_t count, uint32_t imm, uint32_t flags,
+                     uint64_t cookie) {
+    if (count == 0 || count > kMaxSegments || (count > 1 && transport_->write_segs() < count))
+        return {Code::kError, "a write of " + std::to_string(count) + " segments on transport " +
+                                     transport_->name() + ", which gathers " +
+                                     std::to_string(transport_->write_segs())};
     Entry e;
-    e.is_write = true;
-    e.src = src;
-    e.bytes = bytes;
-    e.mr = mr;
-    e.dst = dst;
-    e.offset = offset;
+    e.segments = count;
+    for (uint32_t i = 0; i < count; ++i) {
+        e.seg[i] = segs[i];
+        e.dst[i] = *segs[i].dst;
+    }
     e.imm = imm;
     e.flags = (flags & ~AFMESH_NET_MORE) | (flags & more_);
     e.cookie = cookie;

@@ -20,12 +20,14 @@ public:
     afmesh_net_conn *conn() const { return conn_; }
 
     /**
-     * Writes with an immediate. `flags` may hold AFMESH_NET_SIGNAL and
-     * AFMESH_NET_MORE: callers always end a burst with send(), and MORE is
-     * dropped for modules older than ABI 1.1.
+     * Writes one segment, or two through the transport's gathered write
+     * (Module::write_segs() >= 2), with one immediate. `flags` may hold
+     * AFMESH_NET_SIGNAL and AFMESH_NET_MORE: callers always end a burst
+     * without MORE, which is dropped for modules older than ABI 1.1. The
+     * destinations are copied; the sources stay untouched until the
+     * transport is done with them (write_imm's rule).
      */
-    Status write(const void *src, uint64_t bytes, afmesh_net_mr *mr, const afmesh_net_rkey &dst, uint64_t offset,
-                 uint32_t imm, uint32_t flags, uint64_t cookie);
+    Status write(const afmesh_net_write_seg *segs, uint32_t count, uint32_t imm, uint32_t flags, uint64_t cookie);
     /** Sends `message` (the transport copies it; so does the queue when it must wait). */
     Status send(const std::vector<uint8_t> &message);
     /** Retries queued entries; an error means the connection is unusable. */
@@ -33,18 +35,16 @@ public:
     bool empty() const { return queue_.empty(); }
 
 private:
+    static constexpr uint32_t kMaxSegments = 2;
     struct Entry {
-        bool is_write = false;
-        const void *src = nullptr;
-        uint64_t bytes = 0;
-        afmesh_net_mr *mr = nullptr;
-        afmesh_net_rkey dst{};
-        uint64_t offset = 0;
+        uint32_t segments = 0;  // of a write; 0 for a message
+        afmesh_net_write_seg seg[kMaxSegments]{};
+        afmesh_net_rkey dst[kMaxSegments]{};  // what seg[i].dst points to once posted
         uint32_t imm = 0, flags = 0;
         uint64_t cookie = 0;
         std::vector<uint8_t> message;
     };
-    int post(const Entry &e);
+    int post(Entry &e);
     Status enqueue_or_post(Entry &&e);
 
     const Module *transport_;

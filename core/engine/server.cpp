@@ -37,13 +37,24 @@ bool ServerEngine::all_workers_attached() const {
     return std::all_of(workers_.begin(), workers_.end(), [](const auto &w) { return w->outbox || w->failed.load(); });
 }
 
-Status ServerEngine::attach_worker(int32_t worker_rank, afmesh_net_conn *conn) {
+Status ServerEngine::attach_worker(const wire::Ident &ident, afmesh_net_conn *conn) {
+    const int32_t worker_rank = ident.worker_rank;
     if (worker_rank < 0 || worker_rank >= static_cast<int32_t>(workers_.size()))
         return {Code::kInvalidArgument, "IDENT from unknown " + worker_name(worker_rank)};
     Worker &worker = *workers_[worker_rank];
     if (worker.outbox) return {Code::kInvalidArgument, "second connection from " + worker_name(worker_rank)};
     worker.outbox = std::make_unique<Outbox>(ctx_.transport, conn);
     for (const auto &[key, slice] : worker.slices) advertise(worker_rank, key, slice);
+    if (ctx_.mailbox_entries == 0 || ident.mailbox.entries == 0) return Status::ok();
+    if (Status s = Mailbox::create(ctx_.registry, ctx_.mailbox_entries, &worker.mailbox); !s) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "%s: no mailbox (%s): REQUESTs and RESPONSEs go as messages",
+                   worker_name(worker_rank).c_str(), s.message().c_str());
+        return Status::ok();
+    }
+    worker.worker_mailbox = ident.mailbox;
+    scratch_.clear();
+    wire::encode(worker.mailbox->address(), scratch_);
+    if (Status s = worker.outbox->send(scratch_); !s) fail_worker(worker_rank, s);
     return Status::ok();
 }
 
@@ -141,8 +152,12 @@ void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) 
     advertise(worker_rank, req.key, slice);
 }
 
-void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req) {
+void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int32_t entry) {
     Worker &worker = *workers_[worker_rank];
+    if (req.carried != (entry >= 0)) return protocol_error(worker_rank, "REQUEST outside a mailbox entry");
+    if (entry >= 0 && static_cast<uint32_t>(entry) >= worker.worker_mailbox.entries)
+        return protocol_error(worker_rank, "REQUEST in mailbox entry " + std::to_string(entry) +
+                                               ", beyond the worker's own mailbox");
     for (const wire::TensorMeta &t : req.pushes) {
         auto it = worker.slices.find(t.key);
         if (it == worker.slices.end() || !it->second.ptr || it->second.capacity < t.bytes)
@@ -169,6 +184,7 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req) {
     }
     in.have_request = true;
     in.request = std::move(req);
+    in.entry = entry;
     complete_if_ready(worker_rank, in.request.slot);
 }
 
@@ -188,7 +204,7 @@ void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len)
     case wire::Type::kRequest: {
         wire::Request req;
         if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
-        return handle_request(worker_rank, std::move(req));
+        return handle_request(worker_rank, std::move(req), -1);
     }
     case wire::Type::kAllocReq: {
         wire::AllocReq req;
@@ -200,9 +216,21 @@ void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len)
     }
 }
 
+void ServerEngine::on_carrier(int32_t worker_rank, uint32_t value) {
+    const Mailbox *mailbox = workers_[worker_rank]->mailbox.get();
+    if (!mailbox) return protocol_error(worker_rank, "carrier immediate without a mailbox");
+    const uint8_t *data = nullptr;
+    size_t len = 0;
+    if (Status s = mailbox->read(imm::entry(value), &data, &len); !s) return protocol_error(worker_rank, s.message());
+    wire::Request req;
+    if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
+    handle_request(worker_rank, std::move(req), imm::entry(value));
+}
+
 void ServerEngine::on_imm(int32_t worker_rank, uint32_t value) {
     if (imm::direction(value) != imm::Direction::kPush)
         return protocol_error(worker_rank, "response immediate sent to a server");
+    if (imm::is_carrier(value)) return on_carrier(worker_rank, value);
     Inbound &in = workers_[worker_rank]->inbound[imm::slot(value)];
     ++in.imms;
     complete_if_ready(worker_rank, imm::slot(value));
@@ -222,8 +250,9 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
         worker.inbound.erase(it);
         return answer_aborted(worker_rank, aborted);
     }
-    AFMESH_LOG(AFMESH_LOG_TRACE, "%s, slot %u: %zu pushes arrived in %u writes", worker_name(worker_rank).c_str(),
-               slot, in.request.pushes.size(), in.request.push_writes);
+    AFMESH_LOG(AFMESH_LOG_TRACE, "%s, slot %u: %zu pushes arrived in %u writes%s", worker_name(worker_rank).c_str(),
+               slot, in.request.pushes.size(), in.request.push_writes + in.request.carried,
+               in.request.carried ? ", the last carrying the REQUEST" : "");
     auto *request = new afmesh_request();
     request->worker = worker_rank;
     request->slot = slot;
@@ -250,6 +279,7 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
     }
     request->pulls = std::move(in.request.pulls);
     request->eager_answers = in.request.eager_answers;
+    request->entry = in.entry;
     worker.inbound.erase(it);
     worker.ready.push_back(request);
     update_ready_counters();
@@ -526,9 +556,10 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
             const uint32_t flags = (more ? AFMESH_NET_MORE : 0) | (last || !more ? AFMESH_NET_SIGNAL : 0);
             if (flags & AFMESH_NET_SIGNAL) *cookie = ++worker.responses_posted;
             const void *source = at(staged(t) ? buffers[t].ptr : tensors[t].data, offset);
-            Status s = worker.outbox->write(source, length(t, offset), regs[t] ? regs[t]->mr : nullptr,
-                                            request.pulls[t].rkey, request.pulls[t].offset + offset, imm, flags,
-                                            *cookie);
+            const afmesh_net_write_seg piece{source, regs[t] ? regs[t]->mr : nullptr, length(t, offset),
+                                             &request.pulls[t].rkey, request.pulls[t].offset + offset};
+            if (last && carries(request, count)) return conclude(request, worker, response, &piece, *cookie);
+            Status s = worker.outbox->write(&piece, 1, imm, flags, *cookie);
             if (!s) {
                 fail_worker(request.worker, s);
                 return peer_failure(worker_name(request.worker), s);
@@ -553,18 +584,41 @@ bool ServerEngine::eager_answer(const afmesh_request &request, const afmesh_tens
            wire::response_size(count) + bytes <= ctx_.transport.net_caps().max_send_size;
 }
 
-Status ServerEngine::conclude(const afmesh_request &request, Worker &worker, wire::Response &response) {
-    if (Status s = send_response(worker, response); !s) {
+bool ServerEngine::carries(const afmesh_request &request, size_t count) const {
+    return request.entry >= 0 && wire::response_size(count) <= Mailbox::kMaxMessageBytes;
+}
+
+Status ServerEngine::conclude(const afmesh_request &request, Worker &worker, wire::Response &response,
+                              const afmesh_net_write_seg *last, uint64_t cookie) {
+    Status s;
+    if (last) {
+        response.carried = true;
+        encode_response(response);
+        afmesh_net_write_seg segs[2];
+        uint32_t n = 0;
+        if (last->bytes) segs[n++] = *last;
+        const auto entry = static_cast<uint32_t>(request.entry);
+        segs[n++] = worker.mailbox->stage(entry, scratch_, worker.worker_mailbox);
+        const uint32_t carrier = imm::encode_carrier(imm::Direction::kResponse, static_cast<uint16_t>(entry));
+        s = worker.outbox->write(segs, n, carrier, AFMESH_NET_SIGNAL, cookie);
+    } else {
+        s = send_response(worker, response);
+    }
+    if (!s) {
         fail_worker(request.worker, s);
         return peer_failure(worker_name(request.worker), s);
     }
     return Status::ok();
 }
 
-Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
+void ServerEngine::encode_response(wire::Response &response) {
     response.responded_ns = monotonic_ns();
     scratch_.clear();
     wire::encode(response, scratch_);
+}
+
+Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
+    encode_response(response);
     return worker.outbox->send(scratch_);
 }
 

@@ -3,10 +3,14 @@
 //
 // A request from a worker is complete when its REQUEST message and one
 // immediate per write it announces (a push is one write, or several when
-// the worker sends a staged push chunk by chunk) have arrived, in any order. Its push tensors are
+// the worker sends a staged push chunk by chunk) have arrived, in any order;
+// a REQUEST that rode on a write into this server's mailbox (mailbox.h)
+// arrives with that write, which it does not count. Its push tensors are
 // views of the receive slices; responding writes each answer straight into
 // the worker's pull buffer, then sends a RESPONSE with the real lengths,
-// which also hands the slices back to the worker (credit).
+// which also hands the slices back to the worker (credit). The RESPONSE to
+// a REQUEST that came through the mailbox rides on the last answer's write
+// into the worker's mailbox entry of the same number.
 //
 // Device memory the transport cannot register is staged (staging.h): a
 // device receive buffer gets a pinned twin that the workers write into, and
@@ -27,6 +31,7 @@
 
 #include "afmesh/afmesh.h"
 #include "engine_context.h"
+#include "mailbox.h"
 #include "outbox.h"
 #include "wire.h"
 
@@ -36,6 +41,7 @@ struct afmesh_request {
     std::vector<std::pair<uint64_t, afmesh_tensor>> pushes;
     std::vector<afmesh::wire::PullMeta> pulls;
     bool eager_answers = false;  // the worker takes answers inside the RESPONSE
+    int32_t entry = -1;          // the mailbox entry the REQUEST came in, where the RESPONSE may go; -1: none
     uint64_t arrived_ns = 0, processed_ns = 0;
     /** Staged pushes: get_batch copies them from the pinned slice to the device before handing this out. */
     struct Copy {
@@ -65,7 +71,7 @@ public:
 
     // Called by the node, with ctx.mu held.
     /** A worker's IDENT arrived on `conn`. */
-    Status attach_worker(int32_t worker, afmesh_net_conn *conn);
+    Status attach_worker(const wire::Ident &ident, afmesh_net_conn *conn);
     void on_message(int32_t worker, const void *data, size_t len);
     void on_imm(int32_t worker, uint32_t imm);
     void on_write_done(int32_t worker, uint64_t cookie);
@@ -90,6 +96,7 @@ private:
         uint32_t imms = 0;
         bool have_request = false;
         wire::Request request;
+        int32_t entry = -1;  // of the mailbox, when the REQUEST came through it
     };
     struct Worker {
         std::unique_ptr<Outbox> outbox;
@@ -101,16 +108,30 @@ private:
         std::deque<afmesh_request *> ready;
         uint64_t responses_posted = 0;                 // cookie of the last signalled response write
         std::atomic<uint64_t> responses_completed{0};  // highest cookie completed locally
+        std::unique_ptr<Mailbox> mailbox;     // where the worker writes REQUESTs; null without one
+        wire::MailboxAddress worker_mailbox;  // where RESPONSEs to them go
     };
 
     void advertise(int32_t worker, uint64_t key, const Slice &slice);
     void handle_alloc(int32_t worker, const wire::AllocReq &req);
-    void handle_request(int32_t worker, wire::Request &&req);
+    /** `entry`: of the mailbox the REQUEST came in, or -1 for a message. */
+    void handle_request(int32_t worker, wire::Request &&req, int32_t entry);
+    /** A carrier immediate: the REQUEST it put into this server's mailbox. */
+    void on_carrier(int32_t worker, uint32_t imm);
     void complete_if_ready(int32_t worker, uint16_t slot);
+    /** Stamps responded_ns and encodes the RESPONSE into scratch_. */
+    void encode_response(wire::Response &response);
     /** Stamps responded_ns and sends the RESPONSE. */
     Status send_response(Worker &worker, wire::Response &response);
-    /** Sends the RESPONSE that ends an answer, with ctx.mu held; failing to, fails the worker. */
-    Status conclude(const afmesh_request &request, Worker &worker, wire::Response &response);
+    /** Whether a RESPONSE of `count` answers to `request` can ride on its last answer's write. */
+    bool carries(const afmesh_request &request, size_t count) const;
+    /**
+     * Sends the RESPONSE that ends an answer, with ctx.mu held: as a message,
+     * or with `last` (the last answer's last piece, not yet posted; signalled
+     * with `cookie`) into the worker's mailbox. Failing to, fails the worker.
+     */
+    Status conclude(const afmesh_request &request, Worker &worker, wire::Response &response,
+                    const afmesh_net_write_seg *last = nullptr, uint64_t cookie = 0);
     /** Whether the answer travels inside the RESPONSE: the worker takes it so, and it is small host memory. */
     bool eager_answer(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
                       const std::vector<Staging::Buffer> &buffers) const;

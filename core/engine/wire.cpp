@@ -18,18 +18,24 @@ constexpr size_t kResponseFixedBytes = 1 + 2 + 2 + 3 * 8 + 4 + 1 + 4;
 constexpr uint8_t kAborted = 1;       // REQUEST: aborted; RESPONSE: failed
 constexpr uint8_t kEager = 2;         // the tensors' bytes follow the metadata
 constexpr uint8_t kEagerAnswers = 4;  // REQUEST: answers may come eagerly
-constexpr uint8_t kRequestFlags = kAborted | kEager | kEagerAnswers;
-constexpr uint8_t kResponseFlags = kAborted | kEager;
+constexpr uint8_t kCarried = 8;       // written by a carrier, which the write count leaves out
+constexpr uint8_t kRequestFlags = kAborted | kEager | kEagerAnswers | kCarried;
+constexpr uint8_t kResponseFlags = kAborted | kEager | kCarried;
+// Most mailbox entries a peer may offer: entries are named by 16 bits of the immediate.
+constexpr uint32_t kMaxMailboxEntries = 1 << 16;
 
 Status malformed(const char *what) { return {Code::kPeerFailed, std::string("malformed ") + what + " message"}; }
 
-// At least one write per tensor unless the sender gave up part-way; never
+// At least one write per tensor unless the sender gave up part-way (the
+// carrier, left out of the count, may have been the last tensor's); never
 // more than chunking allows. None at all when the bytes came eagerly (and
 // then the sender did not give up: it had every byte).
-bool writes_plausible(uint32_t writes, bool gave_up, bool eager, size_t tensors, uint64_t most_writes) {
+bool writes_plausible(uint32_t writes, bool gave_up, bool eager, bool carried, size_t tensors,
+                      uint64_t most_writes) {
     if (eager) return writes == 0 && !gave_up;
-    return writes <= most_writes && (gave_up || writes >= tensors);
+    return writes <= most_writes && (gave_up || uint64_t{writes} + carried >= tensors);
 }
+
 
 // Eager bytes follow the metadata: exactly `bytes` of them, the rest of the message.
 bool get_eager(ByteReader &r, bool eager, uint64_t bytes, const uint8_t **data) {
@@ -49,6 +55,19 @@ afmesh_net_rkey get_rkey(ByteReader &r) {
     k.key = r.u64();
     k.addr = r.u64();
     return k;
+}
+
+void put_mailbox(ByteWriter &w, const MailboxAddress &m) {
+    put_rkey(w, m.rkey);
+    w.u64(m.offset);
+    w.u32(m.entries);
+}
+
+bool get_mailbox(ByteReader &r, MailboxAddress *m) {
+    m->rkey = get_rkey(r);
+    m->offset = r.u64();
+    m->entries = r.u32();
+    return r.ok() && m->entries <= kMaxMailboxEntries;
 }
 
 void put_tensor(ByteWriter &w, const TensorMeta &t) {
@@ -90,7 +109,7 @@ ByteReader open(const void *data, size_t len, Type expected) {
 std::optional<Type> peek_type(const void *data, size_t len) {
     if (len == 0) return std::nullopt;
     uint8_t t = *static_cast<const uint8_t *>(data);
-    if (t < static_cast<uint8_t>(Type::kIdent) || t > static_cast<uint8_t>(Type::kBye)) return std::nullopt;
+    if (t < static_cast<uint8_t>(Type::kIdent) || t > static_cast<uint8_t>(Type::kMailbox)) return std::nullopt;
     return static_cast<Type>(t);
 }
 
@@ -102,18 +121,30 @@ void encode(const Ident &m, std::vector<uint8_t> &out) {
     w.u32(kMagic);
     w.u16(m.version);
     w.i32(m.worker_rank);
+    put_mailbox(w, m.mailbox);
 }
 
 Status decode(const void *data, size_t len, Ident *m) {
     ByteReader r = open(data, len, Type::kIdent);
     uint32_t magic = r.u32();
     m->version = r.u16();
-    m->worker_rank = r.i32();
-    if (!r.done() || magic != kMagic) return malformed("IDENT");
-    if (m->version != kProtocolVersion)
+    if (r.ok() && magic == kMagic && m->version != kProtocolVersion)
         return {Code::kUnsupportedVersion, "peer speaks data protocol " + std::to_string(m->version) + ", this node " +
                                                std::to_string(kProtocolVersion)};
+    m->worker_rank = r.i32();
+    if (!get_mailbox(r, &m->mailbox) || !r.done() || magic != kMagic) return malformed("IDENT");
     return Status::ok();
+}
+
+void encode(const MailboxAddress &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kMailbox));
+    put_mailbox(w, m);
+}
+
+Status decode(const void *data, size_t len, MailboxAddress *m) {
+    ByteReader r = open(data, len, Type::kMailbox);
+    return get_mailbox(r, m) && r.done() ? Status::ok() : malformed("MAILBOX");
 }
 
 void encode(const Advert &m, std::vector<uint8_t> &out) {
@@ -173,7 +204,8 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
     w.u16(m.generation);
     w.u64(m.posted_ns);
     w.u32(m.push_writes);
-    w.u8((m.aborted ? kAborted : 0) | (m.eager ? kEager : 0) | (m.eager_answers ? kEagerAnswers : 0));
+    w.u8((m.aborted ? kAborted : 0) | (m.eager ? kEager : 0) | (m.eager_answers ? kEagerAnswers : 0) |
+         (m.carried ? kCarried : 0));
     w.u32(static_cast<uint32_t>(m.pushes.size()));
     for (const TensorMeta &t : m.pushes) put_tensor(w, t);
     w.u32(static_cast<uint32_t>(m.pulls.size()));
@@ -195,6 +227,7 @@ Status decode(const void *data, size_t len, Request *m) {
     m->aborted = flags & kAborted;
     m->eager = flags & kEager;
     m->eager_answers = flags & kEagerAnswers;
+    m->carried = flags & kCarried;
     uint32_t n = 0;
     if ((flags & ~kRequestFlags) || !get_count(r, kTensorBytes, &n)) return malformed("REQUEST");
     m->pushes.resize(n);
@@ -203,7 +236,7 @@ Status decode(const void *data, size_t len, Request *m) {
         if (!get_tensor(r, &t)) return malformed("REQUEST");
         most_writes += max_writes(t.bytes);
     }
-    if (!writes_plausible(m->push_writes, m->aborted, m->eager, m->pushes.size(), most_writes))
+    if (!writes_plausible(m->push_writes, m->aborted, m->eager, m->carried, m->pushes.size(), most_writes))
         return malformed("REQUEST (write count)");
     if (!get_count(r, kTensorBytes + kPullExtraBytes, &n)) return malformed("REQUEST");
     m->pulls.resize(n);
@@ -224,7 +257,7 @@ void encode(const Response &m, std::vector<uint8_t> &out) {
     w.u64(m.processed_ns);
     w.u64(m.responded_ns);
     w.u32(m.pull_writes);
-    w.u8((m.failed ? kAborted : 0) | (m.eager ? kEager : 0));
+    w.u8((m.failed ? kAborted : 0) | (m.eager ? kEager : 0) | (m.carried ? kCarried : 0));
     w.u32(static_cast<uint32_t>(m.pull_bytes.size()));
     for (uint64_t b : m.pull_bytes) w.u64(b);
     if (m.eager) w.raw(m.eager_data, eager_bytes(m));
@@ -241,6 +274,7 @@ Status decode(const void *data, size_t len, Response *m) {
     const uint8_t flags = r.u8();
     m->failed = flags & kAborted;
     m->eager = flags & kEager;
+    m->carried = flags & kCarried;
     uint32_t n = 0;
     if ((flags & ~kResponseFlags) || !get_count(r, 8, &n)) return malformed("RESPONSE");
     m->pull_bytes.resize(n);
@@ -251,7 +285,7 @@ Status decode(const void *data, size_t len, Response *m) {
         most_writes += max_writes(b);
     }
     if (!get_eager(r, m->eager, eager_bytes(*m), &m->eager_data)) return malformed("RESPONSE");
-    return writes_plausible(m->pull_writes, m->failed, m->eager, n, most_writes)
+    return writes_plausible(m->pull_writes, m->failed, m->eager, m->carried, n, most_writes)
                ? Status::ok()
                : malformed("RESPONSE (write count)");
 }

@@ -3,6 +3,9 @@
 // pre-advertised slices (see imm.h), except small ones, which travel inside
 // the REQUEST or RESPONSE (eager): one transport operation each way instead
 // of two, which is most of a small push-pull's cost on a provider like shm.
+// Where the transport has a gathered write, a REQUEST or RESPONSE instead
+// rides on its last tensor write into the peer's mailbox (mailbox.h): one
+// operation each way for large tensors too.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +20,9 @@ namespace afmesh::wire {
 
 constexpr uint32_t kMagic = 0x444d4641;  // "AFMD"
 // 2: REQUEST and RESPONSE carry their write counts and a failure flag;
-// 3: and, eager, the tensors' bytes themselves.
-constexpr uint16_t kProtocolVersion = 3;
+// 3: and, eager, the tensors' bytes themselves;
+// 4: mailboxes (IDENT and MAILBOX), and REQUEST and RESPONSE carried by a write.
+constexpr uint16_t kProtocolVersion = 4;
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
 /**
  * A tensor may travel in several writes (staged device memory is sent chunk
@@ -40,11 +44,21 @@ enum class Type : uint8_t {
     kRequest = 4,   // worker -> server: one push-pull's metadata
     kResponse = 5,  // server -> worker: the answer's lengths and timestamps
     kBye = 6,       // either way: this node is stopping; the connection closes next
+    kMailbox = 7,   // server -> worker: where the worker may write its REQUESTs
+};
+
+/** Where a peer may write messages: `entries` slots of Mailbox::kSlotBytes from `offset` on in `rkey`. */
+struct MailboxAddress {
+    afmesh_net_rkey rkey{};
+    uint64_t offset = 0;
+    uint32_t entries = 0;  // 0: no mailbox
 };
 
 struct Ident {
     uint16_t version = kProtocolVersion;
     int32_t worker_rank = -1;
+    /** The worker's mailbox for this server's RESPONSEs (entries 0: none). */
+    MailboxAddress mailbox;
 };
 
 struct Advert {
@@ -97,6 +111,8 @@ struct Request {
      */
     bool eager = false;
     const uint8_t *eager_data = nullptr;
+    /** Written into the server's mailbox by the carrier write (imm.h), which push_writes does not count. */
+    bool carried = false;
 };
 
 struct Response {
@@ -114,6 +130,8 @@ struct Response {
     /** Eager, as in Request: the answers' bytes (pull_bytes of each) follow, and no writes. */
     bool eager = false;
     const uint8_t *eager_data = nullptr;
+    /** As in Request: came with a carrier write that pull_writes does not count. */
+    bool carried = false;
 };
 
 /** The bytes an eager request or response carries: the sum of its tensors' lengths. */
@@ -151,6 +169,7 @@ void encode_bye(std::vector<uint8_t> &out);
 
 // Encoders append a whole message (type byte first) to `out`.
 void encode(const Ident &m, std::vector<uint8_t> &out);
+void encode(const MailboxAddress &m, std::vector<uint8_t> &out);
 void encode(const Advert &m, std::vector<uint8_t> &out);
 void encode(const AllocReq &m, std::vector<uint8_t> &out);
 void encode(const Request &m, std::vector<uint8_t> &out);
@@ -162,6 +181,7 @@ std::optional<Type> peek_type(const void *data, size_t len);
 // Decoders check every field against the buffer and the protocol's limits;
 // a failure names what was wrong.
 Status decode(const void *data, size_t len, Ident *m);
+Status decode(const void *data, size_t len, MailboxAddress *m);
 Status decode(const void *data, size_t len, Advert *m);
 Status decode(const void *data, size_t len, AllocReq *m);
 Status decode(const void *data, size_t len, Request *m);

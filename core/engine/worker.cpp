@@ -51,8 +51,20 @@ WorkerEngine::~WorkerEngine() {
         if (flag) ctx_.device.device().flag_destroy(ctx_.device.ctx(), flag);
 }
 
-void WorkerEngine::attach_server(int32_t server, afmesh_net_conn *conn) {
-    servers_[server].outbox = std::make_unique<Outbox>(ctx_.transport, conn);
+void WorkerEngine::attach_server(int32_t server_rank, afmesh_net_conn *conn) {
+    Server &server = servers_[server_rank];
+    server.outbox = std::make_unique<Outbox>(ctx_.transport, conn);
+    if (ctx_.mailbox_entries == 0) return;
+    if (Status s = Mailbox::create(ctx_.registry, ctx_.mailbox_entries, &server.mailbox); !s)
+        AFMESH_LOG(AFMESH_LOG_WARN, "server %d: no mailbox (%s): REQUESTs and RESPONSEs go as messages",
+                   server_rank, s.message().c_str());
+}
+
+void WorkerEngine::encode_ident(int32_t server_rank, std::vector<uint8_t> &out) const {
+    wire::Ident ident;
+    ident.worker_rank = rank_;
+    if (const Mailbox *mailbox = servers_[server_rank].mailbox.get()) ident.mailbox = mailbox->address();
+    wire::encode(ident, out);
 }
 
 Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
@@ -385,7 +397,8 @@ void WorkerEngine::post_ready(uint16_t slot, Part &part) {
         return push.tensor.bytes == 0 || push.ready_bytes > 0;
     };
     while (!part.request_sent && !server.failed) {
-        if (!op.error.is_ok() || part.eager || part.next_push == part.pushes.size()) return send_request(slot, part);
+        if (!op.error.is_ok() || part.eager || part.next_push == part.pushes.size())
+            return send_request(slot, part, nullptr);
         const PushSpec &push = op.pushes[part.pushes[part.next_push]];
         const uint64_t offset = part.next_offset, end = push.ready_bytes;
         if (push.tensor.bytes > 0 && end == offset) return;  // the stream has not produced more yet
@@ -394,13 +407,13 @@ void WorkerEngine::post_ready(uint16_t slot, Part &part) {
         const bool more = whole && sendable(part.next_push + 1);
         const RemoteSlice &slice = server.slices[push.key];
         const void *data = offset ? static_cast<const uint8_t *>(push.tensor.data) + offset : push.tensor.data;
-        if (Status s = server.outbox->write(data, end - offset, push.mr, slice.advert.rkey, slice.advert.offset + offset,
-                                            imm, more ? AFMESH_NET_MORE : 0, 0);
-            !s)
-            return fail_server(part.server, s);
-        ++part.writes;
+        const afmesh_net_write_seg piece{data, push.mr, end - offset, &slice.advert.rkey, slice.advert.offset + offset};
         part.next_offset = whole ? 0 : end;
         part.next_push += whole;
+        if (part.next_push == part.pushes.size()) return send_request(slot, part, &piece);
+        if (Status s = server.outbox->write(&piece, 1, imm, more ? AFMESH_NET_MORE : 0, 0); !s)
+            return fail_server(part.server, s);
+        ++part.writes;
     }
 }
 
@@ -416,6 +429,7 @@ void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
     request.aborted = !op.error.is_ok();
     request.eager = part.eager && !request.aborted;
     request.eager_answers = part.eager_answers;
+    request.carried = part.entry >= 0;
     for (uint32_t i : part.pushes) request.pushes.push_back(meta_of(op.pushes[i].key, op.pushes[i].tensor));
     if (request.eager)
         request.eager_data = wire::gather_eager(
@@ -435,11 +449,32 @@ void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
     wire::encode(request, scratch_);
 }
 
-void WorkerEngine::send_request(uint16_t slot, Part &part) {
+void WorkerEngine::send_request(uint16_t slot, Part &part, const afmesh_net_write_seg *last) {
+    Op &op = ops_[slot];
+    Server &server = servers_[part.server];
+    const bool aborted = !op.error.is_ok();
+    // Eager and aborted requests have no tensor write to ride on.
+    if (!aborted && !part.eager && part.request_bytes <= Mailbox::kMaxMessageBytes) part.entry = server.entries.take();
+    if (last && part.entry < 0) {  // the piece goes on its own, the REQUEST right behind it
+        const uint32_t imm = imm::encode(imm::Direction::kPush, slot, generation_of(op.sequence));
+        if (Status s = server.outbox->write(last, 1, imm, AFMESH_NET_MORE, 0); !s) return fail_server(part.server, s);
+        ++part.writes;
+    }
     encode_request(slot, part);
-    if (Status s = servers_[part.server].outbox->send(scratch_); !s) return fail_server(part.server, s);
+    Status sent;
+    if (part.entry >= 0) {
+        afmesh_net_write_seg segs[2];
+        uint32_t n = 0;
+        if (last && last->bytes) segs[n++] = *last;
+        segs[n++] = server.mailbox->stage(static_cast<uint32_t>(part.entry), scratch_, server.server_mailbox);
+        const uint32_t carrier = imm::encode_carrier(imm::Direction::kPush, static_cast<uint16_t>(part.entry));
+        sent = server.outbox->write(segs, n, carrier, 0, 0);
+    } else {
+        sent = server.outbox->send(scratch_);
+    }
+    if (!sent) return fail_server(part.server, sent);
     part.request_sent = true;
-    part.aborted = !ops_[slot].error.is_ok();
+    part.aborted = aborted;
 }
 
 void WorkerEngine::advance_parked(int32_t server_rank) {
@@ -468,9 +503,32 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
         advance_parked(server_rank);
         return;
     }
+    if (type == wire::Type::kMailbox) {
+        if (server.server_mailbox.entries) return protocol_error(server_rank, "a second MAILBOX");
+        if (Status s = wire::decode(data, len, &server.server_mailbox); !s)
+            return protocol_error(server_rank, s.message());
+        if (server.mailbox) server.entries.reset(std::min(server.mailbox->entries(), server.server_mailbox.entries));
+        return;
+    }
     if (type != wire::Type::kResponse) return protocol_error(server_rank, "unexpected message type");
     wire::Response response;
     if (Status s = wire::decode(data, len, &response); !s) return protocol_error(server_rank, s.message());
+    on_response(server_rank, response, -1);
+}
+
+void WorkerEngine::on_carrier(int32_t server_rank, uint32_t value) {
+    const Mailbox *mailbox = servers_[server_rank].mailbox.get();
+    if (imm::direction(value) != imm::Direction::kResponse || !mailbox)
+        return protocol_error(server_rank, "unexpected carrier immediate " + std::to_string(value));
+    const uint8_t *data = nullptr;
+    size_t len = 0;
+    if (Status s = mailbox->read(imm::entry(value), &data, &len); !s) return protocol_error(server_rank, s.message());
+    wire::Response response;
+    if (Status s = wire::decode(data, len, &response); !s) return protocol_error(server_rank, s.message());
+    on_response(server_rank, response, imm::entry(value));
+}
+
+void WorkerEngine::on_response(int32_t server_rank, const wire::Response &response, int32_t entry) {
     Op &op = ops_[response.slot % kMaxOpsInFlight];
     auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
     if (!op.in_use || generation_of(op.sequence) != response.generation || part == op.parts.end() ||
@@ -480,6 +538,8 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
         return protocol_error(server_rank, "RESPONSE announces fewer writes than arrived");
     if (response.eager && !part->eager_answers)
         return protocol_error(server_rank, "eager RESPONSE to a request that did not offer to take one");
+    if (response.carried != (entry >= 0) || (entry >= 0 && entry != part->entry))
+        return protocol_error(server_rank, "RESPONSE outside the mailbox entry of its request");
     for (size_t i = 0; i < part->pulls.size(); ++i) {
         PullSpec &pull = op.pulls[part->pulls[i]];
         if (response.pull_bytes[i] > pull.tensor.bytes)
@@ -487,10 +547,13 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
         pull.received_bytes = response.pull_bytes[i];
     }
     if (response.eager) take_eager_answers(op, *part, response);
-    AFMESH_LOG(AFMESH_LOG_TRACE, "server %d, slot %u: %zu answers arrived in %u writes", server_rank,
-               response.slot, response.pull_bytes.size(), response.pull_writes);
+    AFMESH_LOG(AFMESH_LOG_TRACE, "server %d, slot %u: %zu answers arrived in %u writes%s", server_rank,
+               response.slot, response.pull_bytes.size(), response.pull_writes + response.carried,
+               response.carried ? ", the last carrying the RESPONSE" : "");
     part->response_arrived = true;
     part->answer_writes = response.pull_writes;
+    if (part->entry >= 0) servers_[server_rank].entries.give_back(part->entry);  // read: both sides' entry is free
+    part->entry = -1;
     part->trace.arrived = response.arrived_ns;
     part->trace.processed = response.processed_ns;
     part->trace.responded = response.responded_ns;
@@ -511,6 +574,7 @@ void WorkerEngine::take_eager_answers(Op &op, const Part &part, const wire::Resp
 }
 
 void WorkerEngine::on_imm(int32_t server_rank, uint32_t value) {
+    if (imm::is_carrier(value)) return on_carrier(server_rank, value);
     Op &op = ops_[imm::slot(value) % kMaxOpsInFlight];
     auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
     if (imm::direction(value) != imm::Direction::kResponse || !op.in_use ||

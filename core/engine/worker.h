@@ -7,7 +7,10 @@
 // one immediate per answered pull have arrived, in any order. Small host
 // tensors (AFMESH_EAGER_BYTES in all) skip the writes: they travel inside
 // the REQUEST, and the answers inside the RESPONSE where the pull buffers
-// are host memory, so a small push-pull is one transport operation each way. A slice is
+// are host memory, so a small push-pull is one transport operation each way.
+// Where the transport gathers writes, the REQUEST of a larger push-pull
+// rides on its last tensor write into the server's mailbox, and the server
+// answers into the worker's (mailbox.h): one operation each way too. A slice is
 // "busy" from the write until the response: a later push of the same key to
 // the same server waits (credit), so the server never sees a slice
 // overwritten while it still reads it.
@@ -40,6 +43,7 @@
 
 #include "afmesh/afmesh.h"
 #include "engine_context.h"
+#include "mailbox.h"
 #include "outbox.h"
 #include "wire.h"
 
@@ -66,6 +70,8 @@ public:
 
     // Called by the node, with ctx.mu held.
     void attach_server(int32_t server, afmesh_net_conn *conn);
+    /** The IDENT for `server`'s connection, with this worker's mailbox for it. */
+    void encode_ident(int32_t server, std::vector<uint8_t> &out) const;
     void on_message(int32_t server, const void *data, size_t len);
     void on_imm(int32_t server, uint32_t imm);
     void fail_server(int32_t server, const Status &why);
@@ -112,6 +118,7 @@ private:
         uint64_t next_offset = 0;      // and this one up to here
         uint32_t writes = 0;           // posted so far
         size_t request_bytes = 0;    // the REQUEST's metadata
+        int32_t entry = -1;          // the mailbox entry its REQUEST and RESPONSE ride in; -1: sent as messages
         bool eager = false;          // the pushes travel inside the REQUEST (decided when claimed)
         bool eager_answers = false;  // the REQUEST offers to take the answers inside the RESPONSE
         bool request_sent = false, aborted = false, response_arrived = false, done = false;
@@ -159,6 +166,9 @@ private:
         Status failure;
         std::unordered_map<uint64_t, RemoteSlice> slices;
         std::deque<Parked> parked;  // parts waiting for slices, in posting order
+        std::unique_ptr<Mailbox> mailbox;     // where this server writes RESPONSEs; null without one
+        wire::MailboxAddress server_mailbox;  // where REQUESTs go, once the server's MAILBOX has come
+        MailboxEntries entries;               // free in both
     };
 
     Status validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull) const;
@@ -208,7 +218,16 @@ private:
     void encode_request(uint16_t slot, const Part &part);
     /** Copies an eager RESPONSE's answers into the part's pull buffers. */
     void take_eager_answers(Op &op, const Part &part, const wire::Response &response);
-    void send_request(uint16_t slot, Part &part);
+    /**
+     * Sends the part's REQUEST: with `last`, the last push's last piece (not
+     * yet posted; null when there is none), into the server's mailbox where
+     * an entry is free, else as a message after that piece.
+     */
+    void send_request(uint16_t slot, Part &part, const afmesh_net_write_seg *last);
+    /** A RESPONSE, sent (entry -1) or written into mailbox entry `entry` by a carrier. */
+    void on_response(int32_t server, const wire::Response &response, int32_t entry);
+    /** A carrier immediate: the RESPONSE it put into this worker's mailbox. */
+    void on_carrier(int32_t server, uint32_t imm);
     /** True when every slice the part needs is advertised, large enough and free. */
     bool slices_ready(uint16_t slot, const Part &part);
     void advance_parked(int32_t server);

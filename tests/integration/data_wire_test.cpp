@@ -2,7 +2,8 @@
 // without sockets: every message survives a round trip, every truncation is
 // refused, and so are write counts that chunking cannot produce, eager
 // messages whose bytes do not match their tensors, unknown flags and peers
-// of another protocol version.
+// of another protocol version; mailbox addresses travel whole and within
+// the immediate's reach.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -142,12 +143,67 @@ TEST(DataWire, WriteCountsChunkingCannotProduceAreRefused) {
     EXPECT_TRUE(decode_bytes<Response>(encoded(sample_response(0, true))));
 }
 
+// A carried message arrives with the write it rode on, which its count
+// leaves out: one write fewer than the tensors is then plausible, not more.
+TEST(DataWire, CarriedMessagesCountOneWriteFewer) {
+    Request request = sample_request(1, false);
+    EXPECT_FALSE(decode_bytes<Request>(encoded(request)));  // two pushes, one write, nothing carried
+    request.carried = true;
+    Request back;
+    const std::vector<uint8_t> bytes = encoded(request);
+    ASSERT_TRUE(decode(bytes.data(), bytes.size(), &back));
+    EXPECT_TRUE(back.carried);
+    EXPECT_EQ(back.push_writes, 1u);
+    request.push_writes = 0;  // two pushes cannot fit in the carrier alone
+    EXPECT_FALSE(decode_bytes<Request>(encoded(request)));
+    request.push_writes = 4;  // nor can chunking give more than before
+    EXPECT_FALSE(decode_bytes<Request>(encoded(request)));
+
+    Response response = sample_response(0, false);
+    EXPECT_FALSE(decode_bytes<Response>(encoded(response)));
+    response.carried = true;
+    Response answer;
+    const std::vector<uint8_t> answer_bytes = encoded(response);
+    ASSERT_TRUE(decode(answer_bytes.data(), answer_bytes.size(), &answer));
+    EXPECT_TRUE(answer.carried);
+    EXPECT_FALSE(sample_response(2, false).carried);
+}
+
+TEST(DataWire, MailboxAddressesTravelInIdentAndMailbox) {
+    Ident ident;
+    ident.worker_rank = 2;
+    ident.mailbox = {{0x1234, 0x5678}, 4096, 64};
+    Ident back;
+    const std::vector<uint8_t> bytes = encoded(ident);
+    ASSERT_TRUE(decode(bytes.data(), bytes.size(), &back));
+    EXPECT_EQ(back.worker_rank, 2);
+    EXPECT_EQ(back.mailbox.rkey.key, 0x1234u);
+    EXPECT_EQ(back.mailbox.rkey.addr, 0x5678u);
+    EXPECT_EQ(back.mailbox.offset, 4096u);
+    EXPECT_EQ(back.mailbox.entries, 64u);
+
+    MailboxAddress mailbox{{7, 8}, 9, 1 << 16};
+    const std::vector<uint8_t> mailbox_bytes = encoded(mailbox);
+    ASSERT_EQ(peek_type(mailbox_bytes.data(), mailbox_bytes.size()), Type::kMailbox);
+    MailboxAddress mailbox_back;
+    ASSERT_TRUE(decode(mailbox_bytes.data(), mailbox_bytes.size(), &mailbox_back));
+    EXPECT_EQ(mailbox_back.entries, uint32_t{1} << 16);
+    for (size_t len = 0; len < mailbox_bytes.size(); ++len)
+        EXPECT_FALSE(
+            decode_bytes<MailboxAddress>({mailbox_bytes.begin(), mailbox_bytes.begin() + static_cast<long>(len)}))
+            << "MAILBOX cut to " << len << " bytes";
+    mailbox.entries = (1 << 16) + 1;  // an entry the immediate's 16 bits cannot name
+    EXPECT_FALSE(decode_bytes<MailboxAddress>(encoded(mailbox)));
+    ident.mailbox.entries = mailbox.entries;
+    EXPECT_FALSE(decode_bytes<Ident>(encoded(ident)));
+}
+
 TEST(DataWire, UnknownFlagsAreRefused) {
     // type, slot, generation, posted_ns, push_writes: the flags byte follows.
     std::vector<uint8_t> request = encoded(sample_request(3, false));
     constexpr size_t kRequestFlags = 1 + 2 + 2 + 8 + 4;
     ASSERT_TRUE(decode_bytes<Request>(request));
-    request[kRequestFlags] = 8;
+    request[kRequestFlags] = 16;
     EXPECT_FALSE(decode_bytes<Request>(request));
     // type, slot, generation, three timestamps, pull_writes.
     std::vector<uint8_t> response = encoded(sample_response(2, false));
