@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain and test framework (most are on the image already)
   cmake ninja-build g++ clang libclang-rt-14-dev lld libgtest-dev libgmock-dev
+  # the data plane's authentication (HMAC-SHA256, random keys)
+  libssl-dev
   # transports: libfabric (runs for real: tcp;ofi_rxm and shm), rdma-core (compiled; no RDMA kernel here)
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev
   # device modules: Level Zero loader, ROCm HIP runtime (CUDA comes with the image at /usr/local/cuda)

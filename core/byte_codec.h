@@ -74,6 +74,16 @@ public:
         std::vector<uint8_t> v = bytes(max_len);
         return std::string(v.begin(), v.end());
     }
+    /** Exactly `len` bytes without a length (ByteWriter::raw); zeros and failure when fewer are left. */
+    void raw(void *out, size_t len) {
+        if (!ok_ || remaining() < len) {
+            memset(out, 0, len);
+            fail<int>();
+            return;
+        }
+        memcpy(out, p_, len);
+        p_ += len;
+    }
 
 private:
     uint64_t get(int n) {

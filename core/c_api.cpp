@@ -150,6 +150,7 @@ afmesh_status afmesh_node_destroy(afmesh_node *node) {
     return guarded([&]() -> Status {
         Status result;
         if (afmesh::Node *n = as_node(node)) result = n->stop();
+        if (auto *scheduler = dynamic_cast<afmesh::SchedulerNode *>(node)) result = scheduler->serve();
         delete node;
         return result;
     });

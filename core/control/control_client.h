@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "crypto.h"
 #include "status.h"
 
 namespace afmesh {
@@ -25,11 +26,23 @@ struct RosterEntry {
     std::string transport;              // transport module name ("tcp", "fabric"...)
     std::vector<uint8_t> address;       // the transport's listen() blob
     std::string device;                 // device module name, for diagnostics
+    /**
+     * Random and never 0, issued by the scheduler when the node entered the
+     * roster: a later process under the same role and rank is another
+     * incarnation, and data connections are authenticated per incarnation.
+     */
+    uint64_t incarnation = 0;
 };
 
 struct Roster {
     std::vector<RosterEntry> workers;  // indexed by rank
     std::vector<RosterEntry> servers;  // indexed by rank
+    /**
+     * The secret every data connection proves knowledge of (handshake.h):
+     * random per cluster, handed only to the nodes the scheduler admitted,
+     * over their control connections.
+     */
+    crypto::Key cluster_key{};
 };
 
 /** What a node tells the scheduler about itself. */

@@ -19,7 +19,8 @@
 namespace afmesh::control {
 
 inline constexpr uint32_t kFrameMagic = 0x434d4641;  // "AFMC" on the wire
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: the roster carries the cluster key and each node's incarnation.
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 12;
 /** Large enough for the roster of thousands of nodes; small enough that a stranger cannot make us allocate much. */
 inline constexpr uint32_t kMaxFramePayload = 1u << 20;

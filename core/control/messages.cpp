@@ -50,10 +50,11 @@ void write_entry(ByteWriter &out, const RosterEntry &e) {
     out.str(e.transport);
     out.bytes(e.address.data(), e.address.size());
     out.str(e.device);
+    out.u64(e.incarnation);
 }
 
-// role u8 + rank i32 + four empty length-prefixed fields
-constexpr size_t kMinEntryBytes = 1 + 4 + 4 * 4;
+// role u8 + rank i32 + four empty length-prefixed fields + incarnation u64
+constexpr size_t kMinEntryBytes = 1 + 4 + 4 * 4 + 8;
 
 void read_entries(WireReader &in, Role role, const char *field, std::vector<RosterEntry> *out) {
     uint32_t n = in.count(field, kMinEntryBytes);
@@ -66,11 +67,13 @@ void read_entries(WireReader &in, Role role, const char *field, std::vector<Rost
         e.transport = in.str("entry transport", kMaxNameBytes);
         e.address = in.bytes("entry address", kMaxAddressBytes);
         e.device = in.str("entry device", kMaxNameBytes);
+        e.incarnation = in.u64("entry incarnation");
         // The roster is indexed by rank: anything else would misroute data.
         if (in.ok() && (e.role != role || e.rank != static_cast<int32_t>(i))) {
             in.fail(field, std::string("entry ") + std::to_string(i) + " is " + role_name(e.role) + " rank " +
                                std::to_string(e.rank));
         }
+        if (in.ok() && e.incarnation == 0) in.fail("entry incarnation", "is 0, which no scheduler issues");
         out->push_back(std::move(e));
     }
 }
@@ -141,6 +144,7 @@ std::vector<uint8_t> encode(const RosterMsg &m) {
     std::vector<uint8_t> payload;
     ByteWriter out(payload);
     out.i32(m.your_rank);
+    out.raw(m.roster.cluster_key.data(), m.roster.cluster_key.size());
     out.u32(static_cast<uint32_t>(m.roster.workers.size()));
     for (const RosterEntry &e : m.roster.workers) write_entry(out, e);
     out.u32(static_cast<uint32_t>(m.roster.servers.size()));
@@ -159,6 +163,7 @@ std::vector<uint8_t> with_your_rank(const std::vector<uint8_t> &roster_payload, 
 Status decode(std::span<const uint8_t> payload, RosterMsg *out) {
     WireReader in(payload, "ROSTER");
     out->your_rank = in.i32("your_rank");
+    in.raw("cluster_key", out->roster.cluster_key);
     read_entries(in, Role::kWorker, "workers", &out->roster.workers);
     read_entries(in, Role::kServer, "servers", &out->roster.servers);
     return in.finish();

@@ -44,6 +44,22 @@ constexpr auto kAcceptBackoff = milliseconds(100);
 
 enum class PeerPhase { kGreeting, kJoined, kMember, kClosing };
 
+// Each node of the roster gets a random incarnation (never 0, which means
+// none), so a later process under the same role and rank cannot pass for it.
+Status issue_incarnations(Roster *roster) {
+    for (auto *entries : {&roster->workers, &roster->servers}) {
+        for (RosterEntry &entry : *entries) {
+            do {
+                if (Status s = crypto::random_bytes({reinterpret_cast<uint8_t *>(&entry.incarnation),
+                                                     sizeof entry.incarnation});
+                    !s)
+                    return s;
+            } while (entry.incarnation == 0);
+        }
+    }
+    return Status::ok();
+}
+
 struct Peer {
     PeerId id = 0;
     UniqueFd fd;
@@ -69,11 +85,13 @@ struct Peer {
 
 class SchedulerImpl final : public Scheduler {
 public:
-    SchedulerImpl(const ControlOptions &options, UniqueFd listener, std::string address, Waker waker)
+    SchedulerImpl(const ControlOptions &options, UniqueFd listener, std::string address, Waker waker,
+                  const crypto::Key &cluster_key)
         : options_(options),
           listener_(std::move(listener)),
           address_(std::move(address)),
           waker_(std::move(waker)),
+          cluster_key_(cluster_key),
           rendezvous_(options),
           barriers_(options.num_workers, options.num_servers) {
         summary_ = join_summary();
@@ -134,6 +152,7 @@ private:
     UniqueFd listener_;
     const std::string address_;
     Waker waker_;
+    const crypto::Key cluster_key_;  // handed to the admitted nodes in the roster
     std::map<PeerId, Peer> peers_;
     PeerId next_peer_ = 1;
     Rendezvous rendezvous_;
@@ -312,6 +331,12 @@ void SchedulerImpl::publish_roster() {
     std::vector<std::pair<PeerId, NodeId>> placement;
     RosterMsg msg;
     msg.roster = rendezvous_.assign(&placement);
+    msg.roster.cluster_key = cluster_key_;
+    if (Status s = issue_incarnations(&msg.roster); !s) {
+        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", s.message().c_str());
+        for (auto &[peer, node] : placement) lose(peers_.at(peer), s.message(), s);
+        return;
+    }
     // Encoded once, not once per node: copies differ only in your_rank.
     std::vector<uint8_t> payload = encode(msg);
     if (payload.size() > kMaxFramePayload) {
@@ -551,9 +576,12 @@ Status Scheduler::start(const ControlOptions &options, const std::string &listen
     if (Status s = listen_tcp(listen_address, &listener, &bound); !s) return s;
     Waker waker;
     if (Status s = waker.open(); !s) return s;
+    crypto::Key cluster_key;
+    if (Status s = crypto::random_bytes(cluster_key); !s) return s;
     AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: listening on %s for %d worker(s) and %d server(s)", bound.c_str(),
                options.num_workers, options.num_servers);
-    *out = std::make_unique<SchedulerImpl>(options, std::move(listener), std::move(bound), std::move(waker));
+    *out = std::make_unique<SchedulerImpl>(options, std::move(listener), std::move(bound), std::move(waker),
+                                           cluster_key);
     return Status::ok();
 }
 

@@ -31,6 +31,11 @@ public:
     /** A length-prefixed byte string of at most `max_bytes`. */
     std::vector<uint8_t> bytes(const char *field, size_t max_bytes);
     std::string str(const char *field, size_t max_bytes);
+    /** Exactly out.size() bytes, without a length prefix. */
+    void raw(const char *field, std::span<uint8_t> out) {
+        in_.raw(out.data(), out.size());
+        check(0, field);
+    }
     /**
      * A u32 element count for a list whose elements take at least
      * `min_element_bytes` each; a count the remaining bytes cannot hold fails

@@ -54,11 +54,14 @@ Status SchedulerNode::create(const Config &config, std::unique_ptr<SchedulerNode
     return Status::ok();
 }
 
+// The scheduler gives up by itself on nodes that never arrive, so this ends.
+Status SchedulerNode::serve() {
+    if (!outcome_) outcome_ = scheduler_->wait(std::chrono::hours(24 * 365));
+    return *outcome_;
+}
+
 SchedulerNode::~SchedulerNode() {
-    // Serve until every node has stopped or failed; the scheduler gives up by
-    // itself on nodes that never arrive, so this ends.
-    if (Status s = scheduler_->wait(std::chrono::hours(24 * 365)); !s)
-        AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s", s.message().c_str());
+    if (Status s = serve(); !s) AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s", s.message().c_str());
 }
 
 Status Node::create(const Config &config, Role role, std::unique_ptr<Node> *out) {
@@ -123,10 +126,14 @@ Status Node::start() {
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else
         server_ = std::make_unique<ServerEngine>(ctx, rank(), num_workers());
+    handshake_ = std::make_unique<Handshake>(control_->roster(), rank());
 
     if (worker_) progress_->set_background([worker = worker_.get()] { return worker->open_gates(); });
     std::vector<std::string> cores = config_.get_list("AFMESH_CPU_CORES");
     if (Status s = progress_->start(cores.empty() ? -1 : std::stoi(cores[0])); !s) return s;
+    heartbeat_interval_ = config_ms(config_, "AFMESH_HEARTBEAT_MS");
+    peer_timeout_ = config_ms(config_, "AFMESH_PEER_TIMEOUT_MS");
+    ticker_ = std::make_unique<Ticker>(heartbeat_interval_, [this](Clock::time_point now) { tick(now); });
     if (Status s = connect_data_plane(deadline); !s) return s;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return control_->barrier(BarrierGroup::kAll, std::max(left, std::chrono::milliseconds(1)));
@@ -147,25 +154,27 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
             if (transport_->net().connect(transport_->ctx(), server.address.data(), server.address.size(), &conn) !=
                 AFMESH_HAL_OK)
                 return {Code::kPeerFailed, "cannot connect to server " + std::to_string(s) + ": " + take_module_error()};
-            peer_of_[conn] = static_cast<int32_t>(s);
+            links_[conn].peer = static_cast<int32_t>(s);
             conns_.push_back(conn);
             worker_->attach_server(static_cast<int32_t>(s), conn);
         }
     }
-    // Wait for every connection (worker) or every worker's IDENT (server).
+    // Wait for every server's handshake (worker) or every worker's (server).
     const int expected = static_cast<int>(roster.servers.size());
-    auto all_up = [this, expected] {
+    auto settled = [this, expected] {
         std::lock_guard lock(mu_);
+        if (!connect_failure_) return true;
         return role_ == Role::kWorker ? connected_ == expected : server_->all_workers_attached();
     };
-    while (!all_up()) {
+    while (!settled()) {
         if (Clock::now() >= deadline)
             return {Code::kTimeout, role_ == Role::kWorker ? "not every server accepted the connection in time"
                                                            : "not every worker connected in time"};
         if (role_ == Role::kServer) accept_pending();
         (void)progress_->wait_until([] { return false; }, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
     }
-    return Status::ok();
+    std::lock_guard lock(mu_);
+    return connect_failure_;
 }
 
 void Node::accept_pending() {
@@ -173,11 +182,21 @@ void Node::accept_pending() {
     accept_pending_locked();
 }
 
+// Every accepted connection must complete the handshake within the peer
+// timeout. Too many at once (strangers connecting in a loop) push out the
+// one that has waited longest: a real worker answers in microseconds, so
+// only a flood faster than that keeps one out, and it cannot pile up
+// descriptors meanwhile.
 void Node::accept_pending_locked() {
+    const size_t most_pending = 64 + static_cast<size_t>(num_workers());
     afmesh_net_conn *conn = nullptr;
     while (transport_->net().accept(transport_->ctx(), &conn) == AFMESH_HAL_OK) {
-        peer_of_.emplace(conn, -1);
+        links_[conn].last_heard = Clock::now();
         conns_.push_back(conn);
+        handshake_->expect(conn, Clock::now() + peer_timeout_);
+        if (handshake_->pending_count() > most_pending)
+            refuse_locked(handshake_->oldest(), {Code::kAccess, "more than " + std::to_string(most_pending) +
+                                                                   " connections in their handshake at once"});
     }
 }
 
@@ -189,57 +208,171 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
             if (role_ == Role::kServer) accept_pending_locked();
             continue;
         }
-        auto it = peer_of_.find(ev.conn);
-        if (it == peer_of_.end()) continue;  // closed by us: nothing more to do
-        const int32_t peer = it->second;
+        auto it = links_.find(ev.conn);
+        if (it == links_.end()) continue;  // closed by us: nothing more to do
+        Link &link = it->second;
         switch (ev.type) {
         case AFMESH_NET_EV_CONNECTED: {
-            ++connected_;
             std::vector<uint8_t> ident;
-            worker_->encode_ident(peer, ident);
-            if (transport_->net().send(transport_->ctx(), ev.conn, ident.data(), ident.size(), 0, 0) != AFMESH_HAL_OK)
-                fail_peer(peer, {Code::kPeerFailed, "cannot send IDENT: " + take_module_error()});
+            Status s = handshake_->open(ev.conn, link.peer, worker_->mailbox_for(link.peer), Clock::now() + peer_timeout_,
+                                        &ident);
+            if (s) s = send_handshake_locked(ev.conn, ident, "IDENT");
+            if (!s) refuse_locked(ev.conn, s);
             break;
         }
         case AFMESH_NET_EV_RECV:
-            if (peer >= 0 && wire::peek_type(ev.data, ev.len) == wire::Type::kBye) {
-                fail_peer(peer, {Code::kClosed, "it has stopped"});
-            } else if (role_ == Role::kWorker) {
-                worker_->on_message(peer, ev.data, ev.len);
-            } else if (peer >= 0) {
-                server_->on_message(peer, ev.data, ev.len);
-            } else {
-                wire::Ident ident;
-                Status s = wire::decode(ev.data, ev.len, &ident);
-                if (s) s = server_->attach_worker(ident, ev.conn);
-                if (!s) {
-                    AFMESH_LOG(AFMESH_LOG_ERROR, "refusing a data connection: %s", s.message().c_str());
-                    transport_->net().close(transport_->ctx(), ev.conn);
-                    peer_of_.erase(it);
-                    conns_.erase(std::find(conns_.begin(), conns_.end(), ev.conn));
-                    break;
-                }
-                it->second = ident.worker_rank;
-            }
+            if (link.ended) break;
+            link.heard = true;
+            if (link.trusted)
+                on_message_locked(link, ev.data, ev.len);
+            else
+                on_handshake_message_locked(ev.conn, link, ev.data, ev.len);
             break;
         case AFMESH_NET_EV_IMM:
-            if (peer < 0) break;
+            if (link.ended) break;
+            if (!link.trusted) {
+                refuse_locked(ev.conn, {Code::kAccess, "it wrote into this node before completing the handshake"});
+                break;
+            }
+            link.heard = true;
             if (role_ == Role::kWorker)
-                worker_->on_imm(peer, ev.imm);
+                worker_->on_imm(link.peer, ev.imm);
             else
-                server_->on_imm(peer, ev.imm);
+                server_->on_imm(link.peer, ev.imm);
             break;
         case AFMESH_NET_EV_WRITE_DONE:
-            if (role_ == Role::kServer && peer >= 0) server_->on_write_done(peer, ev.cookie);
+            if (role_ == Role::kServer && link.trusted) server_->on_write_done(link.peer, ev.cookie);
             break;
         case AFMESH_NET_EV_SEND_DONE:
             if (ev.cookie == kFarewellCookie) farewell_done_locked(ev.conn);
             break;
-        case AFMESH_NET_EV_CONN_ERROR:
+        case AFMESH_NET_EV_CONN_ERROR: {
+            Status why{static_cast<Code>(ev.status), ev.reason ? ev.reason : "connection failed"};
             farewell_done_locked(ev.conn);
-            if (peer >= 0) fail_peer(peer, {static_cast<Code>(ev.status), ev.reason ? ev.reason : "connection failed"});
+            if (!link.trusted) {
+                refuse_locked(ev.conn, why);  // a stranger that went away, or a server never reached
+            } else if (!link.ended) {
+                link.ended = true;
+                fail_peer(link.peer, why);
+            }
             break;
         }
+        }
+    }
+    (void)flush_engines_locked();
+}
+
+void Node::on_message_locked(Link &link, const void *data, size_t len) {
+    const auto type = wire::peek_type(data, len);
+    if (type == wire::Type::kHeartbeat) return;  // it has done its job: link.heard
+    if (type == wire::Type::kBye) {
+        link.ended = true;
+        fail_peer(link.peer, {Code::kClosed, "it has stopped"});
+    } else if (role_ == Role::kWorker) {
+        worker_->on_message(link.peer, data, len);
+    } else {
+        server_->on_message(link.peer, data, len);
+    }
+}
+
+// Before its handshake completes, a connection may carry only the
+// handshake's next message; anything else, or a failed proof, drops it.
+void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const void *data, size_t len) {
+    std::vector<uint8_t> reply;
+    const auto type = wire::peek_type(data, len);
+    Status s;
+    if (role_ == Role::kWorker) {
+        s = handshake_->answer(conn, data, len, &reply);
+        if (s) s = send_handshake_locked(conn, reply, "PROOF");
+        if (s) {
+            link.trusted = true;
+            ++connected_;
+        }
+    } else if (type == wire::Type::kIdent) {
+        s = handshake_->challenge(conn, data, len, &reply);
+        if (s) s = send_handshake_locked(conn, reply, "CHALLENGE");
+    } else if (type == wire::Type::kProof) {
+        wire::Ident ident;
+        s = handshake_->verify(conn, data, len, &ident);
+        if (s) s = server_->attach_worker(ident, conn);
+        if (s) {
+            link.peer = ident.worker_rank;
+            link.trusted = true;
+        }
+    } else {
+        s = {Code::kAccess, "its first message was not an IDENT"};
+    }
+    if (!s) return refuse_locked(conn, s);
+    link.last_heard = Clock::now();
+}
+
+Status Node::send_handshake_locked(afmesh_net_conn *conn, const std::vector<uint8_t> &message, const char *what) {
+    take_module_error();
+    if (transport_->net().send(transport_->ctx(), conn, message.data(), message.size(), 0, 0) != AFMESH_HAL_OK)
+        return {Code::kPeerFailed, std::string("cannot send ") + what + ": " + take_module_error()};
+    return Status::ok();
+}
+
+void Node::refuse_locked(afmesh_net_conn *conn, const Status &why) {
+    auto it = links_.find(conn);
+    if (it == links_.end()) return;
+    const int32_t peer = it->second.peer;
+    // Only a worker knows whom an unfinished handshake was with: the server it dialled.
+    const std::string who = role_ == Role::kWorker ? "server " + std::to_string(peer) : "a data connection";
+    if (role_ == Role::kWorker) {
+        fail_peer(peer, why);
+        if (connect_failure_) connect_failure_ = {why.code(), who + ": " + why.message()};
+    }
+    ++refused_;
+    uint64_t held_back = 0;
+    if (refusal_log_.allow(Clock::now(), &held_back))
+        AFMESH_LOG(AFMESH_LOG_WARN, "dropping %s: %s (%llu refused in all, %llu not logged since the last report)",
+                   who.c_str(), why.message().c_str(), static_cast<unsigned long long>(refused_),
+                   static_cast<unsigned long long>(held_back));
+    close_link_locked(conn);
+}
+
+void Node::close_link_locked(afmesh_net_conn *conn) {
+    transport_->net().close(transport_->ctx(), conn);
+    links_.erase(conn);
+    std::erase(conns_, conn);
+    handshake_->forget(conn);
+    farewell_done_locked(conn);
+}
+
+// Every heartbeat interval: each live peer gets a HEARTBEAT, and a peer
+// that has sent nothing at all for the peer timeout is failed, so a frozen
+// or partitioned peer turns into an error naming it whether or not the
+// scheduler is still there to notice; connections that have not completed
+// their handshake by their deadline are dropped.
+void Node::tick(Clock::time_point now) {
+    std::lock_guard lock(mu_);
+    for (afmesh_net_conn *conn : handshake_->take_expired(now))
+        refuse_locked(conn, {Code::kTimeout, "no handshake within " + std::to_string(peer_timeout_.count()) + " ms"});
+    std::vector<uint8_t> heartbeat;
+    wire::encode_heartbeat(heartbeat);
+    std::vector<afmesh_net_conn *> silent;
+    for (auto &[conn, link] : links_) {
+        if (!link.trusted || link.ended) continue;
+        if (link.heard) {
+            link.heard = false;
+            link.last_heard = now;
+        } else if (now - link.last_heard > peer_timeout_) {
+            silent.push_back(conn);
+            continue;
+        }
+        // A full send queue already says the peer has work to read; AGAIN is no failure here.
+        (void)transport_->net().send(transport_->ctx(), conn, heartbeat.data(), heartbeat.size(), 0, 0);
+    }
+    const char *peer_role = role_ == Role::kWorker ? "server " : "worker ";
+    for (afmesh_net_conn *conn : silent) {
+        const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - links_[conn].last_heard);
+        fail_peer(links_[conn].peer,
+                  {Code::kPeerFailed, "no data-plane traffic or heartbeat from " + std::string(peer_role) +
+                                          std::to_string(links_[conn].peer) + " for " + std::to_string(quiet.count()) +
+                                          " ms (AFMESH_PEER_TIMEOUT_MS): frozen, partitioned or overloaded"});
+        // Closed, so a peer that was only frozen learns it has been given up on when it wakes.
+        close_link_locked(conn);
     }
     (void)flush_engines_locked();
 }
@@ -251,7 +384,10 @@ void Node::fail_peer(int32_t rank, const Status &why) {
 
 void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     if (role == Role::kScheduler) {
-        AFMESH_LOG(AFMESH_LOG_WARN, "lost the scheduler (%s): peer failures are now detected only on the data path",
+        scheduler_lost_.store(true);
+        AFMESH_LOG(AFMESH_LOG_WARN,
+                   "lost the scheduler (%s): peers are still watched by data-plane heartbeats, and this node will "
+                   "stop without the cluster-wide agreement",
                    reason.c_str());
         return;
     }
@@ -264,9 +400,17 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
 Status Node::stop() {
     if (stopped_ || !control_) return Status::ok();
     stopped_ = true;
+    ticker_.reset();  // no heartbeat may chase a connection closed below
     if (progress_) say_goodbye();
     close_data_plane();
-    return control_->stop(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS"));
+    Status agreed = control_->stop(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS"));
+    // Without a scheduler nobody can confirm the others stopped too; this
+    // node has said BYE to each of them, which is all it owes them.
+    if (!agreed && scheduler_lost_.load()) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "stopped without the cluster-wide agreement: %s", agreed.message().c_str());
+        return Status::ok();
+    }
+    return agreed;
 }
 
 bool Node::flush_engines_locked() {
@@ -298,7 +442,7 @@ void Node::say_goodbye() {
         std::vector<uint8_t> bye;
         wire::encode_bye(bye);
         for (afmesh_net_conn *conn : conns_)
-            if (transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(), AFMESH_NET_SIGNAL,
+            if (links_[conn].trusted && transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(), AFMESH_NET_SIGNAL,
                                        kFarewellCookie) == AFMESH_HAL_OK)
                 farewells_.insert(conn);
         farewells_left_.store(farewells_.size());
@@ -318,17 +462,17 @@ void Node::close_data_plane() {
     std::lock_guard lock(mu_);
     for (afmesh_net_conn *conn : conns_) {
         transport_->net().close(transport_->ctx(), conn);
-        auto it = peer_of_.find(conn);
-        if (it != peer_of_.end() && it->second >= 0)
-            fail_peer(it->second, {Code::kClosed, "this node is stopping"});
+        const Link &link = links_[conn];
+        if (link.trusted) fail_peer(link.peer, {Code::kClosed, "this node is stopping"});
     }
     conns_.clear();
-    peer_of_.clear();
+    links_.clear();
     farewells_.clear();
 }
 
 Node::~Node() {
     if (Status s = stop(); !s) AFMESH_LOG(AFMESH_LOG_WARN, "stop: %s", s.message().c_str());
+    ticker_.reset();  // stop() did, unless start() failed half-way
     if (progress_) progress_->stop();
     if (transport_) close_data_plane();  // stop() did, unless start() failed half-way
     // The control client first: its thread reports peers going down to the engines.

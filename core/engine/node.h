@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,11 +14,14 @@
 #include "afmesh/afmesh.h"
 #include "config.h"
 #include "control/control_client.h"
+#include "handshake.h"
+#include "log_limiter.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "progress.h"
 #include "server.h"
 #include "staging.h"
+#include "ticker.h"
 #include "worker.h"
 
 struct afmesh_node {
@@ -32,10 +36,16 @@ public:
     static Status create(const Config &config, std::unique_ptr<SchedulerNode> *out);
     ~SchedulerNode() override;
     const std::string &address() const { return address_; }
+    /**
+     * Serves until every node has stopped or failed, or the cluster never
+     * formed: OK only when every node stopped cleanly. Idempotent.
+     */
+    Status serve();
 
 private:
     std::unique_ptr<Scheduler> scheduler_;
     std::string address_;
+    std::optional<Status> outcome_;  // once serve() has returned
 };
 
 /** A worker or a server. */
@@ -61,6 +71,15 @@ public:
     Status stop();
 
 private:
+    /** What the node knows of one data connection. */
+    struct Link {
+        int32_t peer = -1;     // the peer's rank; on a server, -1 until the handshake names it
+        bool trusted = false;  // the handshake has completed
+        bool ended = false;    // the peer said BYE or failed: no heartbeats, no silence check
+        bool heard = false;    // a message or write arrived since the last tick
+        Clock::time_point last_heard;
+    };
+
     Node(const Config &config, Role role) : config_(config), role_(role) {}
     Status start();
     Status connect_data_plane(Clock::time_point deadline);
@@ -71,25 +90,39 @@ private:
     bool flush_engines_locked();
     void close_data_plane();
     void dispatch(const afmesh_net_event *events, int count);
+    void on_message_locked(Link &link, const void *data, size_t len);
+    void on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const void *data, size_t len);
+    Status send_handshake_locked(afmesh_net_conn *conn, const std::vector<uint8_t> &message, const char *what);
+    /** Drops a connection that failed its handshake or broke the protocol, failing its peer if it had one. */
+    void refuse_locked(afmesh_net_conn *conn, const Status &why);
+    void close_link_locked(afmesh_net_conn *conn);
+    void tick(Clock::time_point now);
     void on_peer_down(Role role, int32_t rank, const std::string &reason);
     void fail_peer(int32_t rank, const Status &why);
 
     Config config_;
     const Role role_;
+    std::chrono::milliseconds heartbeat_interval_{0}, peer_timeout_{0};
     std::unique_ptr<Module> device_, transport_;
     std::unique_ptr<MemoryRegistry> registry_;
     std::unique_ptr<Staging> staging_;  // after registry_: its buffers are registrations
     std::unique_ptr<Progress> progress_;
     std::unique_ptr<ControlClient> control_;
-    std::mutex mu_;  // the engines' state (EngineContext::mu)
+    std::atomic<bool> scheduler_lost_{false};
+    std::mutex mu_;  // the engines' state (EngineContext::mu), and everything below but ticker_
     std::unique_ptr<WorkerEngine> worker_;
     std::unique_ptr<ServerEngine> server_;
-    std::unordered_map<afmesh_net_conn *, int32_t> peer_of_;  // connection -> peer rank (-1: not identified yet)
+    std::unique_ptr<Handshake> handshake_;
+    std::unordered_map<afmesh_net_conn *, Link> links_;
     std::vector<afmesh_net_conn *> conns_;
-    int connected_ = 0;  // worker: servers whose connection is up
+    int connected_ = 0;       // worker: servers whose handshake has completed
+    Status connect_failure_;  // worker: why a server could not be reached during start()
     // Connections whose BYE has not left yet (say_goodbye); the count is read by waiters without the lock.
     std::unordered_set<afmesh_net_conn *> farewells_;
     std::atomic<size_t> farewells_left_{0};
+    LogLimiter refusal_log_{std::chrono::seconds(1)};
+    uint64_t refused_ = 0;  // connections dropped for failing the handshake or breaking the protocol
+    std::unique_ptr<Ticker> ticker_;  // last: stopped before anything it touches
     bool stopped_ = false;
 };
 

@@ -109,11 +109,12 @@ ByteReader open(const void *data, size_t len, Type expected) {
 std::optional<Type> peek_type(const void *data, size_t len) {
     if (len == 0) return std::nullopt;
     uint8_t t = *static_cast<const uint8_t *>(data);
-    if (t < static_cast<uint8_t>(Type::kIdent) || t > static_cast<uint8_t>(Type::kMailbox)) return std::nullopt;
+    if (t < static_cast<uint8_t>(Type::kIdent) || t > static_cast<uint8_t>(Type::kHeartbeat)) return std::nullopt;
     return static_cast<Type>(t);
 }
 
 void encode_bye(std::vector<uint8_t> &out) { out.push_back(static_cast<uint8_t>(Type::kBye)); }
+void encode_heartbeat(std::vector<uint8_t> &out) { out.push_back(static_cast<uint8_t>(Type::kHeartbeat)); }
 
 void encode(const Ident &m, std::vector<uint8_t> &out) {
     ByteWriter w(out);
@@ -121,6 +122,8 @@ void encode(const Ident &m, std::vector<uint8_t> &out) {
     w.u32(kMagic);
     w.u16(m.version);
     w.i32(m.worker_rank);
+    w.i32(m.server_rank);
+    w.raw(m.nonce.data(), m.nonce.size());
     put_mailbox(w, m.mailbox);
 }
 
@@ -132,8 +135,36 @@ Status decode(const void *data, size_t len, Ident *m) {
         return {Code::kUnsupportedVersion, "peer speaks data protocol " + std::to_string(m->version) + ", this node " +
                                                std::to_string(kProtocolVersion)};
     m->worker_rank = r.i32();
+    m->server_rank = r.i32();
+    r.raw(m->nonce.data(), m->nonce.size());
     if (!get_mailbox(r, &m->mailbox) || !r.done() || magic != kMagic) return malformed("IDENT");
     return Status::ok();
+}
+
+void encode(const Challenge &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kChallenge));
+    w.raw(m.nonce.data(), m.nonce.size());
+    w.raw(m.mac.data(), m.mac.size());
+}
+
+Status decode(const void *data, size_t len, Challenge *m) {
+    ByteReader r = open(data, len, Type::kChallenge);
+    r.raw(m->nonce.data(), m->nonce.size());
+    r.raw(m->mac.data(), m->mac.size());
+    return r.done() ? Status::ok() : malformed("CHALLENGE");
+}
+
+void encode(const Proof &m, std::vector<uint8_t> &out) {
+    ByteWriter w(out);
+    w.u8(static_cast<uint8_t>(Type::kProof));
+    w.raw(m.mac.data(), m.mac.size());
+}
+
+Status decode(const void *data, size_t len, Proof *m) {
+    ByteReader r = open(data, len, Type::kProof);
+    r.raw(m->mac.data(), m->mac.size());
+    return r.done() ? Status::ok() : malformed("PROOF");
 }
 
 void encode(const MailboxAddress &m, std::vector<uint8_t> &out) {

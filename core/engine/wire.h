@@ -14,6 +14,7 @@
 
 #include "afmesh/afmesh.h"
 #include "afmesh/hal/transport.h"
+#include "crypto.h"
 #include "status.h"
 
 namespace afmesh::wire {
@@ -21,8 +22,9 @@ namespace afmesh::wire {
 constexpr uint32_t kMagic = 0x444d4641;  // "AFMD"
 // 2: REQUEST and RESPONSE carry their write counts and a failure flag;
 // 3: and, eager, the tensors' bytes themselves;
-// 4: mailboxes (IDENT and MAILBOX), and REQUEST and RESPONSE carried by a write.
-constexpr uint16_t kProtocolVersion = 4;
+// 4: mailboxes (IDENT and MAILBOX), and REQUEST and RESPONSE carried by a write;
+// 5: connections are authenticated (IDENT, CHALLENGE, PROOF) and kept alive (HEARTBEAT).
+constexpr uint16_t kProtocolVersion = 5;
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
 /**
  * A tensor may travel in several writes (staged device memory is sent chunk
@@ -38,13 +40,16 @@ constexpr uint64_t max_writes(uint64_t bytes) {
 }
 
 enum class Type : uint8_t {
-    kIdent = 1,     // worker -> server, first message on a connection
-    kAdvert = 2,    // server -> worker: a receive slice for one key
-    kAllocReq = 3,  // worker -> server: please provide a slice of at least `bytes` for `key`
-    kRequest = 4,   // worker -> server: one push-pull's metadata
-    kResponse = 5,  // server -> worker: the answer's lengths and timestamps
-    kBye = 6,       // either way: this node is stopping; the connection closes next
-    kMailbox = 7,   // server -> worker: where the worker may write its REQUESTs
+    kIdent = 1,      // worker -> server, first message on a connection
+    kAdvert = 2,     // server -> worker: a receive slice for one key
+    kAllocReq = 3,   // worker -> server: please provide a slice of at least `bytes` for `key`
+    kRequest = 4,    // worker -> server: one push-pull's metadata
+    kResponse = 5,   // server -> worker: the answer's lengths and timestamps
+    kBye = 6,        // either way: this node is stopping; the connection closes next
+    kMailbox = 7,    // server -> worker: where the worker may write its REQUESTs
+    kChallenge = 8,  // server -> worker, answering IDENT: the server's nonce and proof
+    kProof = 9,      // worker -> server, answering CHALLENGE: the worker's proof
+    kHeartbeat = 10, // either way, every AFMESH_HEARTBEAT_MS: this node is alive
 };
 
 /** Where a peer may write messages: `entries` slots of Mailbox::kSlotBytes from `offset` on in `rkey`. */
@@ -54,11 +59,25 @@ struct MailboxAddress {
     uint32_t entries = 0;  // 0: no mailbox
 };
 
+/** Opens a connection; the server answers with a CHALLENGE (handshake.h). */
 struct Ident {
     uint16_t version = kProtocolVersion;
     int32_t worker_rank = -1;
+    int32_t server_rank = -1;  // the server the worker means to reach
+    crypto::Nonce nonce{};     // the worker's, fresh for this connection
     /** The worker's mailbox for this server's RESPONSEs (entries 0: none). */
     MailboxAddress mailbox;
+};
+
+/** The server's half of the handshake: its nonce, and its proof over both nonces. */
+struct Challenge {
+    crypto::Nonce nonce{};
+    crypto::Mac mac{};
+};
+
+/** The worker's half: its proof over both nonces. */
+struct Proof {
+    crypto::Mac mac{};
 };
 
 struct Advert {
@@ -164,11 +183,14 @@ size_t request_size(size_t tensors, size_t pulls, size_t dims);
 /** The bytes encode() gives a RESPONSE of `pulls` answers, without eager bytes. */
 size_t response_size(size_t pulls);
 
-/** BYE has no body: the type byte is the whole message. */
+/** BYE and HEARTBEAT have no body: the type byte is the whole message. */
 void encode_bye(std::vector<uint8_t> &out);
+void encode_heartbeat(std::vector<uint8_t> &out);
 
 // Encoders append a whole message (type byte first) to `out`.
 void encode(const Ident &m, std::vector<uint8_t> &out);
+void encode(const Challenge &m, std::vector<uint8_t> &out);
+void encode(const Proof &m, std::vector<uint8_t> &out);
 void encode(const MailboxAddress &m, std::vector<uint8_t> &out);
 void encode(const Advert &m, std::vector<uint8_t> &out);
 void encode(const AllocReq &m, std::vector<uint8_t> &out);
@@ -181,6 +203,8 @@ std::optional<Type> peek_type(const void *data, size_t len);
 // Decoders check every field against the buffer and the protocol's limits;
 // a failure names what was wrong.
 Status decode(const void *data, size_t len, Ident *m);
+Status decode(const void *data, size_t len, Challenge *m);
+Status decode(const void *data, size_t len, Proof *m);
 Status decode(const void *data, size_t len, MailboxAddress *m);
 Status decode(const void *data, size_t len, Advert *m);
 Status decode(const void *data, size_t len, AllocReq *m);

@@ -60,11 +60,9 @@ void WorkerEngine::attach_server(int32_t server_rank, afmesh_net_conn *conn) {
                    server_rank, s.message().c_str());
 }
 
-void WorkerEngine::encode_ident(int32_t server_rank, std::vector<uint8_t> &out) const {
-    wire::Ident ident;
-    ident.worker_rank = rank_;
-    if (const Mailbox *mailbox = servers_[server_rank].mailbox.get()) ident.mailbox = mailbox->address();
-    wire::encode(ident, out);
+wire::MailboxAddress WorkerEngine::mailbox_for(int32_t server_rank) const {
+    const Mailbox *mailbox = servers_[server_rank].mailbox.get();
+    return mailbox ? mailbox->address() : wire::MailboxAddress{};
 }
 
 Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull,

@@ -70,8 +70,8 @@ public:
 
     // Called by the node, with ctx.mu held.
     void attach_server(int32_t server, afmesh_net_conn *conn);
-    /** The IDENT for `server`'s connection, with this worker's mailbox for it. */
-    void encode_ident(int32_t server, std::vector<uint8_t> &out) const;
+    /** This worker's mailbox for `server`'s RESPONSEs, for the IDENT (entries 0: none). */
+    wire::MailboxAddress mailbox_for(int32_t server) const;
     void on_message(int32_t server, const void *data, size_t len);
     void on_imm(int32_t server, uint32_t imm);
     void fail_server(int32_t server, const Status &why);

@@ -128,7 +128,13 @@ typedef uint64_t afmesh_handle;
  * which), ACCESS (auth token refused), INVALID_ARGUMENT (bad configuration).
  */
 AFMESH_API afmesh_status afmesh_node_create(const afmesh_config *config, afmesh_node **node);
-/** Stops cleanly (waits a bounded time for the others), then frees everything. */
+/**
+ * Stops cleanly (waits a bounded time for the others), then frees everything.
+ * For the scheduler role, serves until every node has stopped or failed, or
+ * the cluster never formed: OK only when every node stopped cleanly, else
+ * TIMEOUT (the cluster never formed, saying who was missing) or PEER_FAILED
+ * (naming the nodes that failed).
+ */
 AFMESH_API afmesh_status afmesh_node_destroy(afmesh_node *node);
 /** This node's role and rank; counts of workers and servers. */
 AFMESH_API afmesh_status afmesh_node_info(const afmesh_node *node, afmesh_role *role, int32_t *rank,

@@ -13,8 +13,10 @@ namespace {
 
 Roster sample_roster() {
     Roster r;
-    r.workers = {{Role::kWorker, 0, "10.0.0.1", "tcp", {1, 2}, "cuda"}, {Role::kWorker, 1, "10.0.0.2", "tcp", {}, ""}};
-    r.servers = {{Role::kServer, 0, "::1", "fabric", {9, 9, 9}, "hip"}};
+    r.workers = {{Role::kWorker, 0, "10.0.0.1", "tcp", {1, 2}, "cuda", 11},
+                 {Role::kWorker, 1, "10.0.0.2", "tcp", {}, "", 12}};
+    r.servers = {{Role::kServer, 0, "::1", "fabric", {9, 9, 9}, "hip", 0xfedcba9876543210}};
+    for (size_t i = 0; i < r.cluster_key.size(); ++i) r.cluster_key[i] = static_cast<uint8_t>(i * 7 + 1);
     return r;
 }
 
@@ -64,6 +66,9 @@ TEST(ControlWire, MessagesRoundTrip) {
     ASSERT_EQ(roster_back.roster.workers.size(), 2u);
     EXPECT_EQ(roster_back.roster.servers.at(0).host, "::1");
     EXPECT_EQ(roster_back.roster.servers.at(0).address, (std::vector<uint8_t>{9, 9, 9}));
+    EXPECT_EQ(roster_back.roster.servers.at(0).incarnation, 0xfedcba9876543210u);
+    EXPECT_EQ(roster_back.roster.workers.at(1).incarnation, 12u);
+    EXPECT_EQ(roster_back.roster.cluster_key, sample_roster().cluster_key);
 
     BarrierDoneMsg done_back;
     ASSERT_TRUE(decode(encode(BarrierDoneMsg{BarrierGroup::kAll, 7, {Code::kPeerFailed, "gone"}}), &done_back));
@@ -115,7 +120,8 @@ TEST(ControlWire, OutOfRangeFieldsAreRefusedByName) {
 TEST(ControlWire, ARosterThatLiesAboutItsSizeOrOrderIsRefused) {
     std::vector<uint8_t> roster = encode(RosterMsg{0, sample_roster()});
     std::vector<uint8_t> lying = roster;
-    lying[7] = 0x7f;  // worker count (u32 after your_rank), little-endian high byte: ~2 billion entries
+    // The worker count (u32 after your_rank and the key), little-endian high byte: ~2 billion entries.
+    lying[4 + crypto::kKeyBytes + 3] = 0x7f;
     RosterMsg m;
     Status s = decode(lying, &m);
     EXPECT_NE(s.message().find("cannot hold them"), std::string::npos) << s.to_string();
@@ -124,6 +130,11 @@ TEST(ControlWire, ARosterThatLiesAboutItsSizeOrOrderIsRefused) {
     std::swap(swapped.workers[0], swapped.workers[1]);
     s = decode(encode(RosterMsg{0, swapped}), &m);
     EXPECT_NE(s.message().find("entry 0 is worker rank 1"), std::string::npos) << s.to_string();
+
+    Roster unborn = sample_roster();
+    unborn.servers[0].incarnation = 0;
+    s = decode(encode(RosterMsg{0, unborn}), &m);
+    EXPECT_NE(s.message().find("'entry incarnation' is 0"), std::string::npos) << s.to_string();
 }
 
 TEST(ControlWire, StringsOverTheirLimitAreRefusedAndFreeTextIsClipped) {
@@ -152,7 +163,7 @@ TEST(ControlWire, FrameHeadersAreChecked) {
     frame[0] ^= 0xff;
     EXPECT_EQ(decode_frame_header(head(), &header).code(), Code::kInvalidArgument);
     frame[0] ^= 0xff;
-    frame[4] = 2;  // version
+    frame[4] = static_cast<uint8_t>(kProtocolVersion + 1);  // version
     EXPECT_EQ(decode_frame_header(head(), &header).code(), Code::kUnsupportedVersion);
     frame[4] = static_cast<uint8_t>(kProtocolVersion);
     frame[11] = 0x01;  // length 16 MiB

@@ -198,6 +198,50 @@ TEST(DataWire, MailboxAddressesTravelInIdentAndMailbox) {
     EXPECT_FALSE(decode_bytes<Ident>(encoded(ident)));
 }
 
+TEST(DataWire, HandshakeMessagesRoundTripAndRefuseTruncation) {
+    Ident ident;
+    ident.worker_rank = 1;
+    ident.server_rank = 3;
+    for (size_t i = 0; i < ident.nonce.size(); ++i) ident.nonce[i] = static_cast<uint8_t>(i + 1);
+    Ident ident_back;
+    const std::vector<uint8_t> ident_bytes = encoded(ident);
+    ASSERT_TRUE(decode(ident_bytes.data(), ident_bytes.size(), &ident_back));
+    EXPECT_EQ(ident_back.server_rank, 3);
+    EXPECT_EQ(ident_back.nonce, ident.nonce);
+
+    Challenge challenge;
+    challenge.nonce.fill(0xab);
+    challenge.mac.fill(0xcd);
+    Proof proof;
+    proof.mac.fill(0xef);
+    const std::vector<uint8_t> challenge_bytes = encoded(challenge), proof_bytes = encoded(proof);
+    EXPECT_EQ(peek_type(challenge_bytes.data(), challenge_bytes.size()), Type::kChallenge);
+    EXPECT_EQ(peek_type(proof_bytes.data(), proof_bytes.size()), Type::kProof);
+    Challenge challenge_back;
+    Proof proof_back;
+    ASSERT_TRUE(decode(challenge_bytes.data(), challenge_bytes.size(), &challenge_back));
+    ASSERT_TRUE(decode(proof_bytes.data(), proof_bytes.size(), &proof_back));
+    EXPECT_EQ(challenge_back.nonce, challenge.nonce);
+    EXPECT_EQ(challenge_back.mac, challenge.mac);
+    EXPECT_EQ(proof_back.mac, proof.mac);
+    for (size_t len = 0; len < ident_bytes.size(); ++len)
+        EXPECT_FALSE(decode_bytes<Ident>({ident_bytes.begin(), ident_bytes.begin() + static_cast<long>(len)}));
+    for (size_t len = 0; len < challenge_bytes.size(); ++len)
+        EXPECT_FALSE(
+            decode_bytes<Challenge>({challenge_bytes.begin(), challenge_bytes.begin() + static_cast<long>(len)}));
+    for (size_t len = 0; len < proof_bytes.size(); ++len)
+        EXPECT_FALSE(decode_bytes<Proof>({proof_bytes.begin(), proof_bytes.begin() + static_cast<long>(len)}));
+    std::vector<uint8_t> longer = proof_bytes;
+    longer.push_back(0);
+    EXPECT_FALSE(decode_bytes<Proof>(longer));
+
+    std::vector<uint8_t> heartbeat;
+    encode_heartbeat(heartbeat);
+    EXPECT_EQ(peek_type(heartbeat.data(), heartbeat.size()), Type::kHeartbeat);
+    const uint8_t unknown = static_cast<uint8_t>(Type::kHeartbeat) + 1;
+    EXPECT_EQ(peek_type(&unknown, 1), std::nullopt);
+}
+
 TEST(DataWire, UnknownFlagsAreRefused) {
     // type, slot, generation, posted_ns, push_writes: the flags byte follows.
     std::vector<uint8_t> request = encoded(sample_request(3, false));

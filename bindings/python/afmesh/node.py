@@ -134,6 +134,9 @@ class _Member:
 class Scheduler(_Member):
     """The rendezvous point: serves until close(), which waits for every node to stop.
 
+    close() raises what the cluster came to: Timeout when it never formed
+    (saying who was missing), PeerFailed naming the nodes that failed.
+
     Example::
 
         with afmesh.Scheduler("127.0.0.1:29500", {"AFMESH_NUM_WORKERS": 2}):
