@@ -65,6 +65,10 @@ public:
     int32_t rank() const override { return rank_; }
     Status barrier(BarrierGroup group, milliseconds timeout) override;
     Status stop(milliseconds timeout) override;
+    bool scheduler_gone() const override {
+        std::lock_guard lock(mu_);
+        return phase_ == Phase::kLost && joined_ && !evicted_;
+    }
 
 private:
     enum class Phase {
@@ -115,6 +119,8 @@ private:
     bool exit_requested_ = false;
     Phase phase_ = Phase::kJoining;
     Status lost_;  // why, in kLost
+    bool joined_ = false;   // the roster arrived
+    bool evicted_ = false;  // kLost because the scheduler said so (ERROR), not because it went away
     std::optional<ProgressMsg> join_progress_, stop_progress_;
     std::array<BarrierState, 3> barriers_;  // indexed by BarrierGroup - 1
     bool stop_sent_ = false;
@@ -283,6 +289,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
             roster_ = std::move(m.roster);
             rank_ = m.your_rank;
             phase_ = Phase::kMember;
+            joined_ = true;
         }
         cv_.notify_all();
         return true;
@@ -294,6 +301,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
         {
             std::lock_guard lock(mu_);
             joining = phase_ == Phase::kJoining;
+            evicted_ = true;
         }
         lose({m.status.code(), "the scheduler at " + options_.scheduler + (joining ? " refused" : " evicted") +
                                    " this node: " + m.status.message()});

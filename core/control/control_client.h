@@ -119,6 +119,12 @@ public:
      * OK when every node stopped cleanly.
      */
     virtual Status stop(std::chrono::milliseconds timeout) = 0;
+    /**
+     * Whether the connection to the scheduler broke or went silent after the
+     * roster (not: the scheduler refused or evicted this node). Nobody can
+     * then confirm that the other nodes stopped, nor declare one dead.
+     */
+    virtual bool scheduler_gone() const = 0;
 };
 
 /** A running scheduler (standalone process, or embedded in server rank 0). */

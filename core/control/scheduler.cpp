@@ -28,6 +28,7 @@
 #include "control/socket_util.h"
 #include "control/waker.h"
 #include "log.h"
+#include "log_limiter.h"
 
 namespace afmesh {
 namespace control {
@@ -167,6 +168,7 @@ private:
     Clock::time_point next_tick_;
     Clock::time_point join_deadline_;  // no complete roster by then: give up
     Clock::time_point accept_resume_;
+    LogLimiter accept_log_{std::chrono::seconds(1)};
 
     std::mutex mu_;
     std::condition_variable cv_;
@@ -241,8 +243,11 @@ void SchedulerImpl::accept_all(Clock::time_point now) {
         UniqueFd fd;
         std::string host, endpoint;
         if (Status s = accept_tcp(listener_.get(), &fd, &host, &endpoint); !s) {
-            AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s; pausing new connections for %lld ms", s.message().c_str(),
-                       static_cast<long long>(kAcceptBackoff.count()));
+            uint64_t held_back = 0;
+            if (accept_log_.allow(now, &held_back))
+                AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s; pausing new connections for %lld ms (%llu more pauses "
+                           "since the last report)", s.message().c_str(),
+                           static_cast<long long>(kAcceptBackoff.count()), static_cast<unsigned long long>(held_back));
             accept_resume_ = now + kAcceptBackoff;
             return;
         }

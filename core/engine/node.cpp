@@ -384,7 +384,6 @@ void Node::fail_peer(int32_t rank, const Status &why) {
 
 void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     if (role == Role::kScheduler) {
-        scheduler_lost_.store(true);
         AFMESH_LOG(AFMESH_LOG_WARN,
                    "lost the scheduler (%s): peers are still watched by data-plane heartbeats, and this node will "
                    "stop without the cluster-wide agreement",
@@ -406,7 +405,7 @@ Status Node::stop() {
     Status agreed = control_->stop(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS"));
     // Without a scheduler nobody can confirm the others stopped too; this
     // node has said BYE to each of them, which is all it owes them.
-    if (!agreed && scheduler_lost_.load()) {
+    if (!agreed && control_->scheduler_gone()) {
         AFMESH_LOG(AFMESH_LOG_WARN, "stopped without the cluster-wide agreement: %s", agreed.message().c_str());
         return Status::ok();
     }

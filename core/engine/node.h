@@ -108,7 +108,6 @@ private:
     std::unique_ptr<Staging> staging_;  // after registry_: its buffers are registrations
     std::unique_ptr<Progress> progress_;
     std::unique_ptr<ControlClient> control_;
-    std::atomic<bool> scheduler_lost_{false};
     std::mutex mu_;  // the engines' state (EngineContext::mu), and everything below but ticker_
     std::unique_ptr<WorkerEngine> worker_;
     std::unique_ptr<ServerEngine> server_;

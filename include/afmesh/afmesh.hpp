@@ -71,6 +71,11 @@ public:
 
     afmesh_node *get() const { return node_; }
 
+    /** Stops cleanly now, as the destructor would, but throws what the stop reported. */
+    void close() {
+        if (afmesh_node *node = std::exchange(node_, nullptr)) check(afmesh_node_destroy(node));
+    }
+
     int32_t rank() const {
         int32_t r = -1;
         check(afmesh_node_info(node_, nullptr, &r, nullptr, nullptr));

@@ -21,6 +21,9 @@
 //                                          its worker is expected to issue the push-pull again)
 //                     [--report-latency]  (worker: print p50/p99 of push-pull -> answers readable on
 //                                          the host; with --stream-wait servers no longer hold answers back)
+//                     [--hold PATH]       (once joined and past the first barrier, writes "ready" to
+//                                          the FIFO PATH.ready and waits for a line on PATH.go:
+//                                          hold_point.h)
 //   af_test_node join --expect STATUS   (only joins; STATUS e.g. AFMESH_ERR_TIMEOUT)
 //
 // With --device the node loads the device module itself (from
@@ -62,6 +65,7 @@ struct Options {
     bool device = false, stream_wait = false, held_stream = false, report_latency = false, retry_get_batch = false,
          retry_push_pull = false, tolerate_failed_respond = false;
     std::string expect;
+    std::string hold;
 };
 
 [[noreturn]] void fail(const std::string &why) {
@@ -99,6 +103,7 @@ Options parse(int argc, char **argv) {
         else if (a == "--tolerate-failed-respond") o.tolerate_failed_respond = true;
         else if (a == "--retry-get-batch") o.retry_get_batch = true;
         else if (a == "--report-latency") o.report_latency = true;
+        else if (a == "--hold") o.hold = value();
         else fail("unknown option " + a);
     }
     return o;
@@ -224,6 +229,19 @@ int answered_rows(const Options &o, int iter, int server) { return o.dynamic ? 1
 // Subset mode: the one server a micro-batch goes to.
 int target_server(int iter, int mb, int num_servers) { return (iter + mb) % num_servers; }
 
+// Says the node has joined, then waits to be let go (hold_point.h), so a
+// test acts on a formed cluster at a known point: the FIFOs' other ends are
+// held open by the test, so neither open blocks and the read waits for "go".
+void hold(const std::string &path) {
+    FILE *ready = fopen((path + ".ready").c_str(), "w");
+    if (!ready || fprintf(ready, "ready %d\n", static_cast<int>(getpid())) < 0 || fclose(ready) != 0)
+        fail("--hold: cannot write " + path + ".ready");
+    FILE *go = fopen((path + ".go").c_str(), "r");
+    char line[16];
+    if (!go || !fgets(line, sizeof line, go)) fail("--hold: no go on " + path + ".go");
+    fclose(go);
+}
+
 bool maybe_die(const Options &o, int round) {
     if (o.die_after >= 0 && round >= o.die_after) {
         printf("dying on purpose after %d rounds\n", round);
@@ -263,6 +281,7 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
     }
     // Servers register their receive slices before this barrier.
     check(afmesh_barrier(node.get(), 3, 30000));
+    if (!o.hold.empty()) hold(o.hold);
     std::vector<double> latencies_us;
     int reissued = 0;
     for (int iter = 0; iter < o.iters; ++iter) {
@@ -376,6 +395,7 @@ int run_server(Node &node, Memory &mem, const Options &o) {
                                           ranks.data(), keys.data(), ranks.size()));
     }
     check(afmesh_barrier(node.get(), 3, 30000));  // slices exist before any worker pushes
+    if (!o.hold.empty()) hold(o.hold);
     std::vector<float> out(elems * workers), x_host(elems);
     void *out_at = mem.place(out);  // --device: answers go out from device memory
     afmesh::api::Registration out_reg(node, out_at, out.size() * sizeof(float), mem.kind());
@@ -487,7 +507,9 @@ int main(int argc, char **argv) {
         Memory mem(o.device && role != AFMESH_ROLE_SCHEDULER);
         Node node(role);
         if (role == AFMESH_ROLE_SCHEDULER) return 0;  // serves until every node has stopped (in the destructor)
-        return role == AFMESH_ROLE_WORKER ? run_worker(node, mem, o) : run_server(node, mem, o);
+        const int rc = role == AFMESH_ROLE_WORKER ? run_worker(node, mem, o) : run_server(node, mem, o);
+        if (rc == 0) node.close();  // a node that did its part must also stop cleanly
+        return rc;
     } catch (const Error &e) {
         // Any call may be the one that learns of a peer's death.
         if (o.expect_peer_failure && e.status() == AFMESH_ERR_PEER_FAILED) {

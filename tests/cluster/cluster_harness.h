@@ -118,6 +118,28 @@ public:
         }
     }
 
+    /** The pid of the node called `name` ("server 0"), or -1. */
+    pid_t pid_of(const std::string &name) {
+        for (const ChildExit &c : group_.children())
+            if (c.name == name) return c.pid;
+        return -1;
+    }
+
+    /** Waits until the node called `name` has exited: OK for exit 0; TIMEOUT once `limit` passes. */
+    Status wait_for(const std::string &name, std::chrono::seconds limit = std::chrono::seconds(120)) {
+        auto children = group_.children();
+        for (size_t i = 0; i < children.size(); ++i)
+            if (children[i].name == name) return group_.wait_one(i, Clock::now() + limit);
+        return {Code::kNotFound, "no node called " + name};
+    }
+
+    /** Sends `sig` to the node called `name`, by pid. */
+    void signal(const std::string &name, int sig) {
+        auto children = group_.children();
+        for (size_t i = 0; i < children.size(); ++i)
+            if (children[i].name == name) group_.signal(i, sig);
+    }
+
     std::string output_of(const std::string &name) {
         for (const ChildExit &c : group_.children())
             if (c.name == name) return c.output;

@@ -1,13 +1,32 @@
 #include "registration.h"
 
 #include <rdma/fi_errno.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "hmem.h"
 
 namespace afmesh::fabric {
+namespace {
+
+// Collisions with a live key are retried; 64 in a row mean the key space is
+// far too small for random keys, which no provider has.
+constexpr int kKeyTries = 64;
+
+// A random key of the provider's key size: keys are capabilities (any
+// endpoint that knows our address and a key can write into the region,
+// connected or not), so they must not be guessable the way 1, 2, 3... are.
+bool random_key(size_t key_bytes, uint64_t *key) {
+    if (getrandom(key, sizeof *key, 0) != static_cast<ssize_t>(sizeof *key)) return false;
+    if (key_bytes > 0 && key_bytes < sizeof *key) *key &= (uint64_t{1} << (8 * key_bytes)) - 1;
+    return true;
+}
+
+}  // namespace
 
 Registrar::~Registrar() {
     for (Registration *r : live_) {
@@ -23,8 +42,6 @@ int Registrar::register_raw(void *ptr, size_t bytes, uint32_t kind, int device, 
     attr.mr_iov = &iov;
     attr.iov_count = 1;
     attr.access = fi_access;
-    // Without FI_MR_PROV_KEY the application chooses keys; unique per context.
-    if (!(fabric_.mr_mode & FI_MR_PROV_KEY)) attr.requested_key = next_key_.fetch_add(1);
     attr.iface = FI_HMEM_SYSTEM;
     if (kind != AFMESH_MEM_HOST) {
         if (!hmem_iface_of(kind, &attr.iface)) {
@@ -33,7 +50,17 @@ int Registrar::register_raw(void *ptr, size_t bytes, uint32_t kind, int device, 
         }
         attr.device.cuda = device;  // the union's members are all the device index
     }
-    int rc = fi_mr_regattr(fabric_.domain, &attr, 0, mr);
+    // Without FI_MR_PROV_KEY the application chooses keys.
+    const bool choose_key = !(fabric_.mr_mode & FI_MR_PROV_KEY);
+    int rc = -FI_ENOKEY;
+    for (int tries = 0; rc == -FI_ENOKEY && tries < kKeyTries; ++tries) {
+        if (choose_key && !random_key(fabric_.info->domain_attr->mr_key_size, &attr.requested_key)) {
+            why->format("no random bytes for a registration key: getrandom: %s", strerror(errno));
+            return AFMESH_HAL_ERROR;
+        }
+        rc = fi_mr_regattr(fabric_.domain, &attr, 0, mr);
+        if (!choose_key) break;
+    }
     if (rc != 0) {
         why->format("fi_mr_regattr(%zu bytes): %s", bytes, fi_strerror(-rc));
         *mr = nullptr;

@@ -69,7 +69,6 @@ public:
 
 private:
     const Fabric &fabric_;
-    std::atomic<uint64_t> next_key_{1};
     std::mutex mu_;
     std::unordered_set<Registration *> live_;  // guarded by mu_
 };

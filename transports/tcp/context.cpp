@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -92,6 +93,7 @@ Context::~Context() {
     for (Connection *conn : closed_) delete conn;
     regions_.clear();
     if (listen_fd_ >= 0) ::close(listen_fd_);
+    if (spare_fd_ >= 0) ::close(spare_fd_);
     ::close(wake_fd_);
     ::close(epoll_fd_);
 }
@@ -118,6 +120,7 @@ int Context::listen(void *addr, size_t *addr_len) {
         return host_error(AFMESH_HAL_ERROR, "listen: epoll_ctl: %s", strerror(error));
     }
     listen_fd_ = fd;
+    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
     encode_address(bound, static_cast<uint8_t *>(addr));
     *addr_len = kAddressBlobSize;
     host_log(AFMESH_LOG_INFO, "listening on %s", format_address(bound).text);
@@ -181,7 +184,12 @@ void Context::accept_pending() {
         const int fd = accept4(listen_fd_, peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (!would_block(errno)) host_log(AFMESH_LOG_WARN, "accept: %s", strerror(errno));
+            if (errno == EMFILE || errno == ENFILE) {
+                // Linux fails accept for want of a descriptor before it looks at the queue.
+                if (shed_connection_without_descriptors(errno)) continue;
+            } else if (!would_block(errno)) {
+                host_log(AFMESH_LOG_WARN, "accept: %s", strerror(errno));
+            }
             return;
         }
         set_no_delay(fd);
@@ -189,6 +197,32 @@ void Context::accept_pending() {
         connections_.insert(conn.get());
         incoming_.push_back(conn.release());
     }
+}
+
+// Out of descriptors: the spare one makes room to take a waiting connection
+// off the listener and close it, the classic way out of a busy loop on a
+// level-triggered listener; said at most once a second, with the count.
+// Returns whether one was taken (more may wait). Without a spare (it could
+// not be reopened) the caller's next poll tries again.
+bool Context::shed_connection_without_descriptors(int error) {
+    bool shed = false;
+    if (spare_fd_ >= 0) {
+        ::close(spare_fd_);
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            ::close(fd);
+            ++shed_;
+            shed = true;
+        }
+        spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if ((shed || spare_fd_ < 0) && now >= next_shortage_log_) {
+        next_shortage_log_ = now + std::chrono::seconds(1);
+        host_log(AFMESH_LOG_WARN, "accept: %s: %llu incoming connection(s) dropped so far for want of descriptors",
+                 strerror(error), static_cast<unsigned long long>(shed_));
+    }
+    return shed;
 }
 
 // Tells the caller, once, that connections wait for accept(); announced
@@ -227,6 +261,7 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
                           "through pinned host memory)",
                           mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
     Region *region = regions_.add(static_cast<uint8_t *>(ptr), bytes, access);
+    if (!region) return host_error(AFMESH_HAL_ERROR, "mem_register: no random region id: getrandom: %s", strerror(errno));
     *mr = reinterpret_cast<afmesh_net_mr *>(region);
     rkey->key = region->id();
     rkey->addr = 0;  // writes address the region by offset

@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -99,6 +100,7 @@ private:
                       const afmesh_net_rkey *dst, uint64_t dst_offset, OutgoingFrame *frame, Reason *why);
     void wake();
     void accept_pending();
+    bool shed_connection_without_descriptors(int error);
     void announce_incoming(EventSink &sink);
     void dispatch(const epoll_event &ready, EventSink &sink);
     void receive(Connection *conn, EventSink &sink, bool readable);
@@ -114,6 +116,12 @@ private:
     std::mutex progress_mu_;
     // --- guarded by progress_mu_ ---
     int listen_fd_ = -1;
+    // Held open for the moment descriptors run out: closed to accept one
+    // waiting connection and drop it, so the listener stops reporting it
+    // (level-triggered epoll would otherwise spin on it), then reopened.
+    int spare_fd_ = -1;
+    std::chrono::steady_clock::time_point next_shortage_log_{};
+    uint64_t shed_ = 0;  // connections dropped for want of descriptors
     std::unordered_set<Connection *> connections_;  // every connection this context owns
     std::deque<Connection *> incoming_;             // accepted by the kernel, not yet by the caller
     bool incoming_announced_ = false;               // EV_INCOMING reported since incoming_ last emptied

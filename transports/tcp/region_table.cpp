@@ -1,5 +1,7 @@
 #include "region_table.h"
 
+#include <sys/random.h>
+
 #include <utility>
 #include <vector>
 
@@ -36,11 +38,15 @@ void Region::revoke() {
 
 Region *RegionTable::add(uint8_t *base, uint64_t bytes, uint32_t access) {
     std::lock_guard lock(mu_);
-    auto region = std::make_shared<Region>(next_id_, base, bytes, access);
+    uint64_t id = 0;
+    do {
+        // Up to 256 bytes come whole and uninterrupted once the pool is ready.
+        if (getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id)) return nullptr;
+    } while (id == 0 || by_id_.count(id));
+    auto region = std::make_shared<Region>(id, base, bytes, access);
     Region *handle = region.get();
-    id_of_.emplace(handle, next_id_);
-    by_id_.emplace(next_id_, std::move(region));
-    ++next_id_;
+    id_of_.emplace(handle, id);
+    by_id_.emplace(id, std::move(region));
     return handle;
 }
 

@@ -1,6 +1,8 @@
 // Registered memory regions. A region is named on the wire by its id (the
-// rkey's key); ids are never reused within a context, so a stale key can
-// never reach a newer registration.
+// rkey's key). Ids are random 64-bit values, like an RDMA rkey a capability:
+// a peer can write only into a region it was told about, never into one it
+// guessed (0, 1, 2... would let any connection write anywhere), and a stale
+// key reaches a newer registration with probability 2^-64.
 //
 // Deregistration must guarantee that the module never touches the memory
 // again once it returns, while the progress thread may be receiving into the
@@ -82,7 +84,8 @@ class RegionTable {
 public:
     /**
      * Registers [base, base + bytes). The returned object is also the caller's
-     * handle (afmesh_net_mr); the table keeps it alive until remove().
+     * handle (afmesh_net_mr); the table keeps it alive until remove(). Null,
+     * with errno set, when the kernel gives no random bytes for the id.
      */
     Region *add(uint8_t *base, uint64_t bytes, uint32_t access);
     /** The live region with wire id `id`, or null. */
@@ -99,7 +102,6 @@ public:
 
 private:
     mutable std::mutex mu_;
-    uint64_t next_id_ = 1;
     std::unordered_map<uint64_t, std::shared_ptr<Region>> by_id_;
     std::unordered_map<const Region *, uint64_t> id_of_;
 };

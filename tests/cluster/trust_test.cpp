@@ -1,0 +1,347 @@
+// A cluster among strangers and faults: processes the scheduler never
+// admitted connect to a server's data port (found the way an outsider
+// would, from /proc) and try to pass for a worker, write into its memory,
+// hold descriptors or exhaust them; and nodes lose the scheduler, then a
+// peer freezes. The real nodes check every byte they exchange (af_test_node),
+// so a stranger's write would fail them.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <thread>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cluster_harness.h"
+#include "engine/wire.h"
+#include "hold_point.h"
+#include "transports/tcp/wire.h"
+
+namespace afmesh {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::string> echo(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"echo"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+}
+
+/** Polls `done` until it holds or `limit` passes (a bound on the test, not a timing assumption). */
+bool eventually(const std::function<bool()> &done, std::chrono::milliseconds limit = 60s) {
+    for (const auto deadline = Clock::now() + limit; !done();) {
+        if (Clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(10ms);
+    }
+    return true;
+}
+
+size_t open_descriptors(pid_t pid) {
+    std::error_code ec;
+    auto entries = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+    return ec ? 0 : static_cast<size_t>(std::distance(entries, std::filesystem::directory_iterator()));
+}
+
+// The TCP ports `pid` listens on, as `ss -ltnp` finds them: its socket
+// inodes, looked up among the listening sockets of its network namespace.
+std::vector<uint16_t> listening_ports(pid_t pid) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    std::set<std::string> inodes;
+    std::error_code ec;
+    for (const auto &fd : std::filesystem::directory_iterator(proc + "/fd", ec)) {
+        const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+        if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+    }
+    std::vector<uint16_t> ports;
+    for (const char *table : {"/net/tcp", "/net/tcp6"}) {
+        std::ifstream in(proc + table);
+        std::string line;
+        std::getline(in, line);  // header
+        while (std::getline(in, line)) {
+            std::istringstream fields(line);
+            std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+            fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+            if (state == "0A" && inodes.count(inode))
+                ports.push_back(static_cast<uint16_t>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+        }
+    }
+    return ports;
+}
+
+// A stranger's plain socket to a server's tcp data port: it speaks the tcp
+// transport's framing, which is public, but holds no cluster key.
+class Stranger {
+public:
+    explicit Stranger(uint16_t port) {
+        fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        timeval limit{60, 0};  // a read that gets nothing fails the test instead of hanging it
+        setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(port);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        connected_ = connect(fd_, reinterpret_cast<sockaddr *>(&to), sizeof to) == 0;
+    }
+    ~Stranger() { close(); }
+    Stranger(const Stranger &) = delete;
+    Stranger &operator=(const Stranger &) = delete;
+
+    bool connected() const { return connected_; }
+    void close() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+    /** Sends raw bytes; false once the server has closed the connection. */
+    bool send_bytes(const std::vector<uint8_t> &bytes) {
+        return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    }
+    /** A tcp-transport frame: header, then `payload`. */
+    bool send_frame(tcp::FrameHeader header, const std::vector<uint8_t> &payload) {
+        header.length = payload.size();
+        std::vector<uint8_t> bytes(tcp::kFrameHeaderSize);
+        tcp::encode_frame_header(header, bytes.data());
+        bytes.insert(bytes.end(), payload.begin(), payload.end());
+        return send_bytes(bytes);
+    }
+    bool send_message(const std::vector<uint8_t> &message) {
+        tcp::FrameHeader h;
+        h.type = tcp::FrameType::kSend;
+        return send_frame(h, message);
+    }
+    /** The next message the server sends, or nothing once it has closed the connection. */
+    std::optional<std::vector<uint8_t>> next_message() {
+        std::vector<uint8_t> header(tcp::kFrameHeaderSize);
+        if (!read_exactly(header)) return std::nullopt;
+        tcp::FrameHeader h;
+        tcp::Reason why;
+        if (!tcp::decode_frame_header(header.data(), &h, &why) || h.type != tcp::FrameType::kSend) return std::nullopt;
+        std::vector<uint8_t> payload(h.length);
+        if (!read_exactly(payload)) return std::nullopt;
+        return payload;
+    }
+    /** Whether the server has closed the connection (reads until EOF or a reset). */
+    bool closed_by_server() {
+        uint8_t byte;
+        for (;;) {
+            const ssize_t n = recv(fd_, &byte, 1, 0);
+            if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+            if (n < 0) return false;  // SO_RCVTIMEO passed: still open
+        }
+    }
+
+private:
+    bool read_exactly(std::vector<uint8_t> &buffer) {
+        for (size_t got = 0; got < buffer.size();) {
+            const ssize_t n = recv(fd_, buffer.data() + got, buffer.size() - got, 0);
+            if (n <= 0) return false;
+            got += static_cast<size_t>(n);
+        }
+        return true;
+    }
+
+    int fd_ = -1;
+    bool connected_ = false;
+};
+
+std::vector<uint8_t> forged_ident(int32_t worker, int32_t server) {
+    wire::Ident ident;
+    ident.worker_rank = worker;
+    ident.server_rank = server;
+    ident.nonce.fill(0x42);
+    std::vector<uint8_t> out;
+    wire::encode(ident, out);
+    return out;
+}
+
+uint16_t data_port(Cluster &c, const std::string &server) {
+    std::vector<uint16_t> ports;
+    EXPECT_TRUE(eventually([&] { return !(ports = listening_ports(c.pid_of(server))).empty(); }))
+        << server << " never listened";
+    EXPECT_EQ(ports.size(), 1u) << server << " listens on more than its data port";
+    return ports.empty() ? 0 : ports[0];
+}
+
+size_t lines_with(const std::string &text, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+// The attack that used to work: with the auth token set on every node, a
+// stranger connects to the server's data port before the real worker,
+// claims to be worker 0, and is given worker 0's receive slices; the real
+// worker is then refused as a second worker 0. Now the stranger gets a
+// CHALLENGE it cannot answer and nothing else, and guessed writes go nowhere.
+TEST(Trust, AStrangerClaimingToBeWorkerZeroFirstIsRefusedAndTheWorkerServed) {
+    Cluster c(1, 1);
+    c.set("AFMESH_AUTH_TOKEN=s3cret");
+    c.add({"scheduler", -1, {"echo"}, {}});
+    c.add({"server", 0, echo(), {}});
+    const uint16_t port = data_port(c, "server 0");
+    Stranger impostor(port), writer(port);
+    ASSERT_TRUE(impostor.connected() && writer.connected());
+    ASSERT_TRUE(impostor.send_message(forged_ident(0, 0)));
+    // Region ids a guesser would try first; each write is refused before any byte lands.
+    for (uint64_t key = 0; key < 64 && writer.send_frame({tcp::FrameType::kWriteImm, 7, key, 0, 0}, {1, 2, 3, 4});)
+        ++key;
+    c.add({"worker", 0, echo(), {}});
+
+    std::optional<std::vector<uint8_t>> first = impostor.next_message();
+    ASSERT_TRUE(first) << "the server closed before challenging the IDENT";
+    EXPECT_EQ(wire::peek_type(first->data(), first->size()), wire::Type::kChallenge);
+    wire::Proof forged;  // all zeros: the stranger has no key to compute it with
+    std::vector<uint8_t> proof;
+    wire::encode(forged, proof);
+    impostor.send_message(proof);
+    for (auto next = impostor.next_message(); next; next = impostor.next_message())
+        ADD_FAILURE() << "the stranger was sent message type " << int((*next)[0]) << " after a forged PROOF";
+    EXPECT_TRUE(writer.closed_by_server());
+
+    c.expect_all_succeed();
+    EXPECT_GE(lines_with(c.output_of("server 0"), "dropping a data connection"), 1u) << c.output_of("server 0");
+}
+
+// Strangers that connect and leave, say nothing, send garbage or an
+// IDENT without a PROOF cost the server nothing it keeps: every descriptor
+// comes back (the handshake deadline is the peer timeout, 1.5 s here), and
+// the refusals are logged a line a second, not a line each.
+TEST(Trust, StrangersLeaveNoDescriptorsBehindAndDoNotFloodTheLog) {
+    Cluster c(1, 1);
+    HoldPoint server_joined, worker_joined;  // held: nobody waits on a peer while the strangers work
+    ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
+    c.add({"scheduler", -1, {"echo"}, {}});
+    c.add({"server", 0, echo(server_joined.args()), {}});
+    c.add({"worker", 0, echo(worker_joined.args()), {}});
+    ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
+    const pid_t server = c.pid_of("server 0");
+    const uint16_t port = data_port(c, "server 0");
+    const size_t before = open_descriptors(server);
+
+    {
+        std::vector<std::unique_ptr<Stranger>> strangers;
+        for (int i = 0; i < 200; ++i) strangers.push_back(std::make_unique<Stranger>(port));
+    }  // 200 connections opened and closed at once
+    std::vector<std::unique_ptr<Stranger>> lingering;
+    for (int i = 0; i < 5; ++i) lingering.push_back(std::make_unique<Stranger>(port));  // silent
+    std::mt19937 random(7);
+    std::vector<uint8_t> garbage(1024);
+    for (uint8_t &b : garbage) b = static_cast<uint8_t>(random());
+    lingering.push_back(std::make_unique<Stranger>(port));
+    lingering.back()->send_bytes(garbage);
+    std::vector<uint8_t> header(tcp::kFrameHeaderSize);
+    tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, uint64_t{1} << 40}, header.data());
+    lingering.push_back(std::make_unique<Stranger>(port));  // a message of a terabyte
+    lingering.back()->send_bytes(header);
+    tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, 100}, header.data());
+    header.resize(header.size() + 10, 0);
+    lingering.push_back(std::make_unique<Stranger>(port));  // a truncated message, then silence
+    lingering.back()->send_bytes(header);
+    lingering.push_back(std::make_unique<Stranger>(port));  // an IDENT, then no PROOF
+    lingering.back()->send_message(forged_ident(0, 0));
+    for (auto &s : lingering) ASSERT_TRUE(s->connected());
+
+    for (auto &s : lingering) EXPECT_TRUE(s->closed_by_server()) << "a stranger's connection was left open";
+    EXPECT_TRUE(eventually([&] { return open_descriptors(server) <= before; }))
+        << "the server holds " << open_descriptors(server) << " descriptors, " << before << " before the strangers";
+    server_joined.release();
+    worker_joined.release();
+    c.expect_all_succeed();
+    const std::string log = c.output_of("server 0");
+    const size_t reports = lines_with(log, "dropping a data connection");
+    EXPECT_GE(reports, 1u);
+    EXPECT_LT(reports, 40u) << "over 200 refusals, logged once a second at most\n" << log;
+}
+
+// Out of descriptors, the server takes each waiting connection off its
+// listener and drops it (a spare descriptor makes room), instead of spinning
+// on a listener that stays readable and logging each turn; once the
+// strangers are gone it serves on, every byte checked.
+TEST(Trust, RunningOutOfDescriptorsNeitherSpinsNorFloodsTheLog) {
+    Cluster c(1, 1);
+    HoldPoint server_joined, worker_joined;  // held: nobody waits on a peer while the strangers work
+    ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
+    c.add({"scheduler", -1, {"echo"}, {}});
+    c.add({"server", 0, echo(server_joined.args()), {}});
+    c.add({"worker", 0, echo(worker_joined.args()), {}});
+    ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
+    const pid_t server = c.pid_of("server 0");
+    const uint16_t port = data_port(c, "server 0");
+    const size_t before = open_descriptors(server);
+    rlimit old_limit{};
+    ASSERT_EQ(prlimit(server, RLIMIT_NOFILE, nullptr, &old_limit), 0);
+    rlimit tight = old_limit;
+    tight.rlim_cur = before + 4;
+    if (prlimit(server, RLIMIT_NOFILE, &tight, nullptr) != 0) GTEST_SKIP() << "cannot set another process's limits";
+
+    std::vector<std::unique_ptr<Stranger>> strangers;
+    for (int i = 0; i < 100; ++i) strangers.push_back(std::make_unique<Stranger>(port));
+    size_t dropped = 0;
+    for (auto &s : strangers) dropped += s->closed_by_server();
+    EXPECT_EQ(dropped, strangers.size()) << "every stranger is dropped, at once or at its handshake deadline";
+    strangers.clear();
+    ASSERT_EQ(prlimit(server, RLIMIT_NOFILE, &old_limit, nullptr), 0);
+    EXPECT_TRUE(eventually([&] { return open_descriptors(server) <= before; }));
+    server_joined.release();
+    worker_joined.release();
+    c.expect_all_succeed();
+    const std::string log = c.output_of("server 0");
+    const size_t reports = lines_with(log, "for want of descriptors");
+    EXPECT_GE(reports, 1u) << log;
+    EXPECT_LT(reports, 40u) << "logged once a second at most\n" << log;
+}
+
+// With the scheduler gone, only the data connections can tell a worker
+// that its server froze: their heartbeats stop, and the worker's
+// operations fail naming the server within the peer timeout.
+TEST(Trust, AServerFrozenAfterTheSchedulerDiedIsReportedByTheWorker) {
+    Cluster c(1, 1);
+    HoldPoint server_joined, worker_joined;
+    ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
+    c.add({"scheduler", -1, {"echo"}, {}, SIGKILL});
+    c.add({"server", 0, echo({"--iters", "1000000", server_joined.args()[0], server_joined.args()[1]}), {}, SIGKILL});
+    c.add({"worker", 0,
+           echo({"--iters", "1000000", "--expect-peer-failure", worker_joined.args()[0], worker_joined.args()[1]}),
+           {}});
+    ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
+    c.signal("scheduler", SIGKILL);
+    server_joined.release();
+    worker_joined.release();
+    c.signal("server 0", SIGSTOP);
+    EXPECT_TRUE(c.wait_for("worker 0")) << "the worker did not see its server freeze";
+    c.signal("server 0", SIGKILL);
+    c.expect_all_succeed();
+    const std::string log = c.output_of("worker 0");
+    EXPECT_NE(log.find("peer failure reported"), std::string::npos) << log;
+    EXPECT_NE(log.find("from server 0"), std::string::npos) << "the error names the frozen server\n" << log;
+}
+
+// Nodes that finish their work after the scheduler died have said BYE to
+// each other: they stop cleanly (exit 0) instead of failing on the stop
+// agreement nobody can give them.
+TEST(Trust, NodesThatLoseTheSchedulerStillStopCleanly) {
+    Cluster c(1, 1);
+    HoldPoint server_joined, worker_joined;
+    ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
+    c.add({"scheduler", -1, {"echo"}, {}, SIGKILL});
+    c.add({"server", 0, echo(server_joined.args()), {}});
+    c.add({"worker", 0, echo(worker_joined.args()), {}});
+    ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
+    c.signal("scheduler", SIGKILL);
+    server_joined.release();
+    worker_joined.release();
+    c.expect_all_succeed();
+    EXPECT_NE(c.output_of("worker 0").find("without the cluster-wide agreement"), std::string::npos)
+        << c.output_of("worker 0");
+}
+
+}  // namespace
+}  // namespace afmesh
