@@ -61,6 +61,7 @@ Status SchedulerNode::serve() {
 }
 
 SchedulerNode::~SchedulerNode() {
+    if (!scheduler_) return;  // create() failed before it started
     if (Status s = serve(); !s) AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s", s.message().c_str());
 }
 

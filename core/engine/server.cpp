@@ -368,8 +368,11 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         requests[(*count)++] = r;
     };
     if (mode == AFMESH_BATCH_ALL_WORKERS) {
-        for (size_t w = 0; w < workers_.size(); ++w)
-            if (workers_[w]->ready.empty())
+        // Ready with a worker missing means one failed (batch_ready): name
+        // it, not a live worker whose request is merely still on its way.
+        const bool whole = std::none_of(workers_.begin(), workers_.end(), [](const auto &w) { return w->ready.empty(); });
+        for (size_t w = 0; w < workers_.size() && !whole; ++w)
+            if (workers_[w]->failed.load())
                 return peer_failure(worker_name(static_cast<int32_t>(w)), workers_[w]->failure);
         for (auto &worker : workers_) take(*worker);
     } else {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster_harness.h"
+#include "hold_point.h"
 
 namespace afmesh {
 namespace {
@@ -79,6 +80,30 @@ TEST(Cluster, KilledWorkerIsReportedByGetBatch) {
     c.add({"worker", 1, echo({"--iters", "1000", "--expect-peer-failure"}), {}});
     c.expect_all_succeed();
     EXPECT_NE(c.output_of("server 0").find("worker 0"), std::string::npos) << "the error names the dead worker";
+}
+
+// Worker 0 is alive but holds back its requests; worker 1 dies before
+// sending any: the server's all-workers get_batch blames worker 1, the one
+// that failed, not worker 0, whose request is merely late.
+TEST(Cluster, GetBatchBlamesTheDeadWorkerNotALateOne) {
+    Cluster c(2, 1);
+    HoldPoint late;
+    ASSERT_TRUE(late.ok());
+    std::vector<std::string> held = echo({"--iters", "1000", "--expect-peer-failure"});
+    const std::vector<std::string> hold = late.args();
+    held.insert(held.end(), hold.begin(), hold.end());
+    c.add({"scheduler", -1, {"echo"}, {}});
+    // The server reports before worker 0 is let go, then waits for it to stop: not for the usual 30 s.
+    c.add({"server", 0, echo({"--iters", "1000", "--expect-peer-failure"}), {"AFMESH_CONNECT_TIMEOUT_MS=5000"}});
+    c.add({"worker", 0, held, {}});
+    c.add({"worker", 1, echo({"--iters", "1000", "--die-after", "0"}), {}, SIGKILL});
+    ASSERT_TRUE(late.wait_ready(std::chrono::seconds(60)));
+    EXPECT_TRUE(c.wait_for("server 0"));
+    late.release();
+    c.expect_all_succeed();
+    const std::string log = c.output_of("server 0");
+    EXPECT_NE(log.find("worker 1 failed"), std::string::npos) << log;
+    EXPECT_EQ(log.find("worker 0 failed"), std::string::npos) << log;
 }
 
 TEST(Cluster, MissingNodeTimesEveryoneOut) {

@@ -63,6 +63,14 @@ TEST(CApi, BadSettingValueIsRefused) {
     EXPECT_NE(last_error().find("busy|adaptive|blocking"), std::string::npos) << last_error();
 }
 
+TEST(CApi, ASchedulerThatCannotListenIsAnErrorNotACrash) {
+    afmesh_node *node = nullptr;
+    // 203.0.113.0/24 is TEST-NET-3: no interface of this host has it.
+    EXPECT_NE(create(AFMESH_ROLE_SCHEDULER, "203.0.113.1:0", {}, &node), AFMESH_OK);
+    EXPECT_EQ(node, nullptr);
+    EXPECT_NE(last_error().find("cannot listen on 203.0.113.1:0"), std::string::npos) << last_error();
+}
+
 // One scheduler, one server, one worker in this process.
 class CApiCluster : public ::testing::Test {
 protected:
