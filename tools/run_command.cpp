@@ -1,9 +1,14 @@
 // `afmesh run`: starts a local cluster (scheduler, servers, workers) as child
 // processes running one program, relays their output with a role prefix,
 // stops the rest when one fails, and exits non-zero naming the failure.
-// With --only it runs one host's share of a multi-host cluster.
+// With --only it runs one host's share of a multi-host cluster. SIGINT,
+// SIGTERM and SIGHUP stop the whole cluster, and a launcher that dies takes
+// its children with it (see process_group.h).
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -96,6 +101,49 @@ std::vector<std::string> node_env(const RunOptions &o, const char *role, int ran
     return env;
 }
 
+// Exit status after a signal stopped the cluster: 128 + its number, as a shell reports it.
+constexpr int kExitSignalBase = 128;
+
+int g_stop_pipe = -1;  // the write end, for the handler
+
+extern "C" void on_stop_signal(int sig) {
+    const int saved = errno;
+    const unsigned char number = static_cast<unsigned char>(sig);
+    if (write(g_stop_pipe, &number, 1) < 0) {
+        // The pipe is full: enough signals wait to be seen already.
+    }
+    errno = saved;
+}
+
+// The children run in process groups of their own, so a terminal's Ctrl-C
+// reaches the launcher only, which must pass it on. The handler only writes
+// the signal's number into a pipe, whose read end (*read_fd) the wait for the
+// children watches. A signal ignored when the launcher started (nohup, a
+// script's background job) stays ignored, as in a shell.
+Status catch_stop_signals(int *read_fd) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return {Code::kError, std::string("pipe: ") + strerror(errno)};
+    g_stop_pipe = fds[1];
+    *read_fd = fds[0];
+    struct sigaction action = {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    for (int sig : kStopSignals) {
+        struct sigaction before = {};
+        if (sigaction(sig, nullptr, &before) == 0 && before.sa_handler == SIG_IGN) continue;
+        if (sigaction(sig, &action, nullptr) != 0)
+            return {Code::kError, "cannot catch " + signal_name(sig) + ": " + strerror(errno)};
+    }
+    return Status::ok();
+}
+
+// The first stop signal caught and not yet taken, or 0.
+int take_stop_signal(int read_fd) {
+    unsigned char number = 0;
+    return read(read_fd, &number, 1) == 1 ? number : 0;
+}
+
 }  // namespace
 
 int run_run(Args args) {
@@ -103,6 +151,13 @@ int run_run(Args args) {
     if (!parse(args, &o)) return kExitUsage;
     if (o.only != "workers") o.scheduler = with_free_port(o.scheduler);
     const std::string program = resolve(o.program[0]);
+    int stop_fd = -1;
+    if (Status s = catch_stop_signals(&stop_fd); !s) {
+        fprintf(stderr, "afmesh run: %s\n", s.message().c_str());
+        return kExitFailure;
+    }
+    // Spawned from this thread, which lives as long as the launcher: the
+    // children die when the thread that started them does.
     ProcessGroup group(true);
     auto start = [&](const std::string &name, const std::string &path, std::vector<std::string> argv,
                      std::vector<std::string> env) {
@@ -121,7 +176,14 @@ int run_run(Args args) {
             started &= start("worker " + std::to_string(w), program, o.program, node_env(o, "worker", w));
     auto deadline = o.timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s)
                                     : std::chrono::steady_clock::time_point::max();
-    Status result = started ? group.wait_all(deadline, true) : Status(Code::kError, "not every process started");
+    Status result =
+        started ? group.wait_all(deadline, true, stop_fd) : Status(Code::kError, "not every process started");
+    // CLOSED: a stop signal came before the cluster ended by itself.
+    if (int sig = result.code() == Code::kClosed ? take_stop_signal(stop_fd) : 0) {
+        group.stop(sig, kStopGrace);
+        fprintf(stderr, "afmesh run: interrupted by %s: the cluster was stopped\n", signal_name(sig).c_str());
+        return kExitSignalBase + sig;
+    }
     if (!result) {
         fprintf(stderr, "afmesh run: %s\n", result.message().c_str());
         return kExitFailure;

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,14 +32,99 @@ int ms_until(Clock::time_point deadline) {
 }
 
 std::string describe(const ChildExit &c) {
-    if (c.signal) return c.name + " (pid " + std::to_string(c.pid) + ") was killed by signal " + std::to_string(c.signal);
-    return c.name + " (pid " + std::to_string(c.pid) + ") exited with code " + std::to_string(c.code);
+    const std::string pid = " (pid " + std::to_string(c.pid) + ")";
+    if (c.signal) return c.name + " was killed by " + signal_name(c.signal) + pid;
+    return c.name + " exited with status " + std::to_string(c.code) + pid;
+}
+
+// Everything the child needs between fork and exec, prepared before the
+// fork: the child of a multi-threaded parent may make async-signal-safe
+// calls only (another thread may have held the allocator's lock at the fork).
+struct ExecPlan {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    int output_fd;  // becomes the child's stdout and stderr
+    int report_fd;  // close-on-exec; carries errno when the child cannot exec
+    pid_t parent;   // the spawning process, recorded before the fork
+};
+
+[[noreturn]] void child_failed(int report_fd) {
+    const int err = errno;
+    if (write(report_fd, &err, sizeof err) < 0) {
+        // Nobody to tell: the parent then sees the child exit with 127.
+    }
+    _exit(127);
+}
+
+// Makes `fd` the child's descriptor `target`, open across exec.
+bool install_fd(int fd, int target) {
+    if (fd == target) return fcntl(fd, F_SETFD, 0) == 0;  // dup2 would keep its close-on-exec flag
+    return dup2(fd, target) == target;
+}
+
+[[noreturn]] void exec_child(const ExecPlan &plan) {
+    // Die with the thread that forked us, even when it is SIGKILLed and can
+    // stop no one. Had it died before this call, we were reparented already:
+    // getppid() no longer names it, and nobody would ever stop us.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_failed(plan.report_fd);
+    if (getppid() != plan.parent) _exit(127);
+    // A process group of our own: a terminal's Ctrl-C (sent to the foreground
+    // group) reaches the parent only, which forwards it to every child.
+    if (setpgid(0, 0) != 0) child_failed(plan.report_fd);
+    // The parent stops us with these signals: none may stay blocked or
+    // ignored as the parent had them.
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) child_failed(plan.report_fd);
+    struct sigaction by_default = {};
+    by_default.sa_handler = SIG_DFL;
+    for (int sig : kStopSignals)
+        if (sigaction(sig, &by_default, nullptr) != 0) child_failed(plan.report_fd);
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0 || !install_fd(null_fd, STDIN_FILENO) || !install_fd(plan.output_fd, STDOUT_FILENO) ||
+        !install_fd(plan.output_fd, STDERR_FILENO))
+        child_failed(plan.report_fd);
+    execve(plan.path, plan.argv, plan.envp);
+    child_failed(plan.report_fd);
+}
+
+// The errno with which a child could not exec, or 0 once it has: its report
+// pipe then closes without a word.
+int exec_error(int report_fd) {
+    int err = 0;
+    ssize_t n;
+    while ((n = read(report_fd, &err, sizeof err)) < 0 && errno == EINTR) {
+    }
+    return n == static_cast<ssize_t>(sizeof err) ? err : 0;
+}
+
+// Forks a child that runs `plan`, and waits until it has exec'd. Returns its
+// pid, or -1 with errno set (a child that could not exec is reaped).
+pid_t fork_exec(ExecPlan plan) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return -1;
+    plan.report_fd = report[1];
+    const pid_t pid = fork();
+    if (pid == 0) exec_child(plan);
+    const int fork_errno = errno;
+    close(report[1]);
+    const int err = pid < 0 ? fork_errno : exec_error(report[0]);
+    close(report[0]);
+    if (pid > 0 && err != 0) waitpid(pid, nullptr, 0);
+    errno = err;
+    return err == 0 ? pid : -1;
 }
 
 }  // namespace
 
+std::string signal_name(int sig) {
+    const char *abbrev = sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
 ProcessGroup::~ProcessGroup() {
-    terminate_running(std::chrono::milliseconds(2000));
+    stop(SIGTERM, std::chrono::milliseconds(2000));
     for (Child &c : children_) {
         if (c.pidfd >= 0) close(c.pidfd);
         if (c.out_fd >= 0) close(c.out_fd);
@@ -49,18 +134,14 @@ ProcessGroup::~ProcessGroup() {
 Status ProcessGroup::spawn(const ChildSpec &spec, size_t *index) {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) return {Code::kError, std::string("pipe: ") + strerror(errno)};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
     std::vector<std::string> argv = spec.argv, env = spec.env;
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, spec.path.c_str(), &actions, nullptr, c_strings(argv).data(), c_strings(env).data());
-    posix_spawn_file_actions_destroy(&actions);
+    std::vector<char *> argv_c = c_strings(argv), env_c = c_strings(env);
+    const pid_t pid = fork_exec({spec.path.c_str(), argv_c.data(), env_c.data(), pipe_fds[1], -1, getpid()});
+    const int err = errno;
     close(pipe_fds[1]);
-    if (rc != 0) {
+    if (pid < 0) {
         close(pipe_fds[0]);
-        return {Code::kError, "cannot start " + spec.path + ": " + strerror(rc)};
+        return {Code::kError, "cannot start " + spec.path + ": " + strerror(err)};
     }
     fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
     Child child;
@@ -105,8 +186,9 @@ void ProcessGroup::reap(Child &child) {
     drain(child, true);
 }
 
-void ProcessGroup::pump(int timeout_ms) {
+bool ProcessGroup::pump(int timeout_ms, int interrupt_fd) {
     std::vector<pollfd> fds;
+    if (interrupt_fd >= 0) fds.push_back({interrupt_fd, POLLIN, 0});
     {
         std::lock_guard lock(mu_);
         for (Child &c : children_) {
@@ -115,13 +197,23 @@ void ProcessGroup::pump(int timeout_ms) {
             if (c.pidfd >= 0) fds.push_back({c.pidfd, POLLIN, 0});
         }
     }
-    if (!fds.empty()) ::poll(fds.data(), fds.size(), timeout_ms);
+    bool interrupted = false;
+    if (!fds.empty() && ::poll(fds.data(), fds.size(), timeout_ms) > 0)
+        interrupted = interrupt_fd >= 0 && fds[0].revents != 0;
     std::lock_guard lock(mu_);
     for (Child &c : children_) {
         if (!c.info.running) continue;
         drain(c, false);
         reap(c);
     }
+    return interrupted;
+}
+
+bool ProcessGroup::any_running() {
+    std::lock_guard lock(mu_);
+    for (const Child &c : children_)
+        if (c.info.running) return true;
+    return false;
 }
 
 Status ProcessGroup::first_failure() {
@@ -131,24 +223,20 @@ Status ProcessGroup::first_failure() {
     return Status::ok();
 }
 
-Status ProcessGroup::wait_all(Clock::time_point deadline, bool stop_on_failure) {
+Status ProcessGroup::wait_all(Clock::time_point deadline, bool stop_on_failure, int interrupt_fd) {
     for (;;) {
-        bool any_running = false;
-        {
-            std::lock_guard lock(mu_);
-            for (const Child &c : children_) any_running |= c.info.running;
-        }
+        const bool running = any_running();
         Status failure = first_failure();
-        if (!any_running) return failure;
+        if (!running) return failure;
         if (stop_on_failure && !failure) {
-            terminate_running(std::chrono::milliseconds(3000));
+            stop(SIGTERM, kStopGrace);
             return failure;
         }
         if (Clock::now() >= deadline) {
-            terminate_running(std::chrono::milliseconds(1000));
+            stop(SIGTERM, std::chrono::milliseconds(1000));
             return {Code::kTimeout, "children still running at the deadline were killed"};
         }
-        pump(ms_until(deadline));
+        if (pump(ms_until(deadline), interrupt_fd)) return {Code::kClosed, "interrupted"};
     }
 }
 
@@ -171,23 +259,14 @@ void ProcessGroup::signal(size_t index, int sig) {
     if (c.info.running) kill(c.info.pid, sig);
 }
 
-void ProcessGroup::terminate_running(std::chrono::milliseconds grace) {
+void ProcessGroup::stop(int sig, std::chrono::milliseconds grace) {
     {
         std::lock_guard lock(mu_);
         for (Child &c : children_)
-            if (c.info.running) kill(c.info.pid, SIGTERM);
+            if (c.info.running) kill(c.info.pid, sig);
     }
     const auto deadline = Clock::now() + grace;
-    for (;;) {
-        bool any_running = false;
-        {
-            std::lock_guard lock(mu_);
-            for (const Child &c : children_) any_running |= c.info.running;
-        }
-        if (!any_running) return;
-        if (Clock::now() >= deadline) break;
-        pump(ms_until(deadline));
-    }
+    while (any_running() && Clock::now() < deadline) pump(ms_until(deadline));
     std::lock_guard lock(mu_);
     for (Child &c : children_) {
         if (!c.info.running) continue;

@@ -2,10 +2,20 @@
 // line by line with a name prefix, waits for them with a deadline, and stops
 // the rest when one fails. Children are always signalled and reaped by pid;
 // a group never outlives its owner's children.
+//
+// Children never outlive their owner either: each one is killed (SIGKILL)
+// by the kernel when the thread that started it ends, however the owner
+// dies (PR_SET_PDEATHSIG). So spawn() must be called from a thread that
+// lives as long as the group, e.g. the main thread. Each child runs in a
+// process group of its own, so a terminal's Ctrl-C reaches the owner only,
+// which decides how to stop them (see stop()); their stdin is /dev/null,
+// since a background group reading the terminal would be stopped (SIGTTIN).
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -15,6 +25,19 @@
 #include "status.h"
 
 namespace afmesh {
+
+/**
+ * The signals that ask a process to stop, which an owner forwards to its
+ * children. Each child starts with their default action, even where its
+ * owner ignores one (nohup, a script's background job): it receives them
+ * only from its owner, since it runs in a process group of its own.
+ */
+constexpr std::array<int, 3> kStopSignals = {SIGINT, SIGTERM, SIGHUP};
+/** How long children asked to stop get before they are killed. */
+constexpr std::chrono::milliseconds kStopGrace(3000);
+
+/** "SIGTERM", or "signal 77" for a number without a name. */
+std::string signal_name(int sig);
 
 struct ChildSpec {
     std::string name;               // output prefix, e.g. "worker 0"
@@ -40,20 +63,30 @@ public:
     ProcessGroup(const ProcessGroup &) = delete;
     ProcessGroup &operator=(const ProcessGroup &) = delete;
 
-    /** Starts a child; its index in children() is returned in *index. */
+    /**
+     * Starts a child; its index in children() is returned in *index. Call it
+     * from a thread that lives as long as the group (see above).
+     */
     Status spawn(const ChildSpec &spec, size_t *index = nullptr);
     /**
      * Waits until every child has exited or the deadline passes. When
      * `stop_on_failure`, the first child to fail (non-zero exit or a signal)
      * gets the others terminated (SIGTERM, then SIGKILL after a grace period).
      * Returns TIMEOUT (children still running are killed) or the first
-     * failure, naming the child.
+     * failure, naming the child. With `interrupt_fd` >= 0, returns CLOSED as
+     * soon as that descriptor is readable, leaving the children running for
+     * the caller to stop.
      */
-    Status wait_all(std::chrono::steady_clock::time_point deadline, bool stop_on_failure);
+    Status wait_all(std::chrono::steady_clock::time_point deadline, bool stop_on_failure, int interrupt_fd = -1);
     /** Waits for one child only. */
     Status wait_one(size_t index, std::chrono::steady_clock::time_point deadline);
     /** Sends `sig` to one child, by pid. */
     void signal(size_t index, int sig);
+    /**
+     * Sends `sig` to every running child, by pid, waits up to `grace` for
+     * them to exit, then kills (SIGKILL) and reaps the rest.
+     */
+    void stop(int sig, std::chrono::milliseconds grace);
     /** Snapshot of the children's state and output so far. */
     std::vector<ChildExit> children();
 
@@ -64,10 +97,10 @@ private:
         int out_fd = -1;
         std::string partial_line;
     };
-    void pump(int timeout_ms);
+    bool pump(int timeout_ms, int interrupt_fd = -1);
     void reap(Child &child);
     void drain(Child &child, bool final);
-    void terminate_running(std::chrono::milliseconds grace);
+    bool any_running();
     Status first_failure();
 
     const bool relay_;
