@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,8 @@ constexpr uint64_t kStopKey = kSetupKey + 1;
 // times afmesh or the floor; the part not being timed sleeps ("blocking") so
 // it does not compete for the cores.
 constexpr uint64_t kPhaseKey = kSetupKey + 2;
+// Makes every worker learn a number worker 0 chose (see Sampler), through server 0.
+constexpr uint64_t kAgreeKey = kSetupKey + 3;
 constexpr uint64_t kCardBytes = 4096;
 constexpr int kTimeoutMs = 120000;
 
@@ -76,17 +80,50 @@ PollMode poll_mode(const std::string &name) {
     return mode;
 }
 
-// One timed block: `share` of --iters iterations (at least one), or of --seconds.
-struct Sampler {
-    const Options &o;
-    int share = 1;
-    int done = 0;
-    uint64_t start = monotonic_ns();
+// One timed block: `share` of --iters iterations (at least one), or of
+// --seconds. Every worker must run a block the same number of times: the
+// servers batch over all workers (get_batch's AF step; the floor's servers
+// answer once every worker's write has landed), so a worker that ran one
+// iteration more than another would wait for its partner forever. With
+// --seconds, worker 0's clock decides for everyone: the block runs in
+// chunks, each as long as worker 0 proposes and all workers agree on before
+// it starts; a chunk at most doubles what ran so far, so the block ends close
+// to its time after about log2(iterations) agreements.
+class Sampler {
+public:
+    // `agree`: every worker's proposal goes in, worker 0's comes out.
+    using Agree = std::function<int(int)>;
+    Sampler(const Options &o, bool decides, Agree agree, int share = 1)
+        : o_(o), decides_(decides), agree_(std::move(agree)), share_(share) {}
+
+    /** Whether to run iteration done() + 1; counts it. */
     bool more() {
-        ++done;
-        if (o.seconds > 0) return monotonic_ns() - start < static_cast<uint64_t>(o.seconds / share * 1e9);
-        return done <= std::max(1, o.iters / share);
+        ++done_;
+        if (o_.seconds <= 0) return done_ <= std::max(1, o_.iters / share_);
+        if (done_ > chunk_end_) chunk_end_ += agree_(decides_ ? next_chunk() : 0);
+        return done_ <= chunk_end_;
     }
+    /** Iterations started so far, this one included: 1 for the first. */
+    int done() const { return done_; }
+
+private:
+    // Worker 0: how many more iterations, 0 once the block's time is up.
+    int next_chunk() const {
+        const double budget_ns = o_.seconds / share_ * 1e9;
+        const double elapsed_ns = static_cast<double>(monotonic_ns() - start_);
+        const int ran = done_ - 1;
+        if (elapsed_ns >= budget_ns) return 0;
+        if (ran == 0) return 1;
+        const double fit = (budget_ns - elapsed_ns) / (elapsed_ns / ran);
+        return static_cast<int>(std::clamp(std::ceil(fit), 1.0, static_cast<double>(ran)));
+    }
+
+    const Options &o_;
+    const bool decides_;
+    const Agree agree_;
+    const int share_;
+    int done_ = 0, chunk_end_ = 0;
+    const uint64_t start_ = monotonic_ns();
 };
 
 // afmesh and the floor are timed in alternating blocks, each preceded by its
@@ -134,6 +171,7 @@ private:
         afmesh_mr *mr = nullptr;
         check(afmesh_register_buffer(node_, push_.data(), push_.size(), AFMESH_MEM_HOST, 0, &mr), "register");
         for (auto &p : pulls_) check(afmesh_register_buffer(node_, p.data(), p.size(), AFMESH_MEM_HOST, 0, &mr), "register");
+        check(afmesh_register_buffer(node_, agreed_.data(), sizeof agreed_, AFMESH_MEM_HOST, 0, &mr), "register");
         mb_push_.assign(o_.microbatches, std::vector<uint8_t>(o_.push_bytes()));
         for (auto &p : mb_push_) {
             for (uint64_t i = 0; i < p.size(); ++i) p[i] = pattern_byte(i);
@@ -194,10 +232,10 @@ private:
         const int warmup = (o_.warmup + kBlocks - 1) / kBlocks;
         for (int block = 0; block < kBlocks; ++block) {
             for (int i = 0; i < warmup; ++i) one(c, 0, nullptr);
-            for (Sampler s{o_, kBlocks}; s.more();) one(c, static_cast<uint32_t>(s.done), &ns);
+            for (Sampler s = sampler(kBlocks); s.more();) one(c, static_cast<uint32_t>(s.done()), &ns);
             enter_phase(poll, true);
             for (int i = 0; i < warmup; ++i) floor_once(c, nullptr);
-            for (Sampler s{o_, kBlocks}; s.more();) floor_once(c, &floor_ns);
+            for (Sampler s = sampler(kBlocks); s.more();) floor_once(c, &floor_ns);
             enter_phase(poll, false);
         }
         row.afmesh = bench::summarize(ns);
@@ -246,7 +284,7 @@ private:
         };
         for (int i = 0; i < std::max(1, o_.warmup / o_.layers); ++i)
             for (int l = 0; l < o_.layers; ++l) layer(false);
-        for (Sampler s{o_}; s.more();)
+        for (Sampler s = sampler(1); s.more();)
             for (int l = 0; l < o_.layers; ++l) layer(true);
         row.afmesh = bench::summarize(ns);
         return row;
@@ -264,6 +302,23 @@ private:
             st[2].push_back(t[i].responded - t[i].processed);  // server compute
             st[3].push_back(t[i].completed - t[i].responded);  // response on the wire
         }
+    }
+
+    Sampler sampler(int share) {
+        return Sampler(o_, rank_ == 0, [this](int proposal) { return agree(proposal); }, share);
+    }
+
+    // Every worker sends its proposal to server 0, which answers all of them
+    // with worker 0's once each has asked (see AgreementDesk).
+    int agree(int proposal) {
+        agreed_[0] = proposal;
+        const int32_t server0 = 0;
+        afmesh_push p{kAgreeKey, host_bytes(&agreed_[0], sizeof agreed_[0]), &server0, 1};
+        afmesh_pull q{kAgreeKey, host_bytes(&agreed_[1], sizeof agreed_[1]), 0};
+        afmesh_handle h;
+        check(afmesh_push_pull(node_, &p, 1, &q, 1, &h), "agreement push_pull");
+        check(afmesh_wait(node_, h, kTimeoutMs), "agreement wait");
+        return static_cast<int>(agreed_[1]);
     }
 
     // Pushes one small control message (key and text) to every server and waits for the answer.
@@ -349,6 +404,35 @@ private:
     std::unique_ptr<FloorEndpoint> floor_;
     std::vector<Row> rows_;
     std::vector<std::array<std::vector<uint64_t>, 4>> stages_;
+    std::array<int64_t, 2> agreed_{};  // what agree() sends, and what it receives
+};
+
+// Server 0's side of WorkerBench::agree: holds each worker's request until
+// every worker has asked (with --batch any they come one at a time), then
+// answers them all with worker 0's proposal.
+class AgreementDesk {
+public:
+    AgreementDesk(afmesh_node *node, int workers) : node_(node), workers_(workers) {
+        afmesh_mr *mr = nullptr;
+        check(afmesh_register_buffer(node_, &proposal_, sizeof proposal_, AFMESH_MEM_HOST, 0, &mr), "register");
+    }
+
+    void add(afmesh_request *request, const afmesh_tensor &pushed) {
+        int32_t worker = -1;
+        check(afmesh_request_info(request, &worker, nullptr, nullptr), "request info");
+        if (worker == 0 && pushed.bytes >= sizeof proposal_) memcpy(&proposal_, pushed.data, sizeof proposal_);
+        held_.push_back(request);
+        if (static_cast<int>(held_.size()) < workers_) return;
+        afmesh_tensor answer = host_bytes(&proposal_, sizeof proposal_);
+        for (afmesh_request *r : held_) check(afmesh_respond(node_, r, &answer, 1), "respond");
+        held_.clear();
+    }
+
+private:
+    afmesh_node *node_;
+    const int workers_;
+    int64_t proposal_ = 0;
+    std::vector<afmesh_request *> held_;
 };
 
 // Serves until every worker has sent its stop request.
@@ -367,6 +451,7 @@ void serve(afmesh_node *node, const Options &o) {
     check(afmesh_register_buffer(node, answer.data(), answer.size(), AFMESH_MEM_HOST, 0, &mr), "register");
     const uint32_t stamp = static_cast<uint32_t>(rank + 1);
     std::vector<afmesh_request *> batch(workers);
+    AgreementDesk agreements(node, workers);
     for (int stopped = 0; stopped < workers;) {
         size_t count = 0;
         check(afmesh_get_batch(node, o.batch, -1, batch.data(), batch.size(), &count), "get_batch");
@@ -388,6 +473,10 @@ void serve(afmesh_node *node, const Options &o) {
                 }
                 stopped += key == kStopKey;
                 check(afmesh_respond(node, batch[r], nullptr, 0), "respond");
+                continue;
+            }
+            if (key == kAgreeKey) {
+                agreements.add(batch[r], in);
                 continue;
             }
             if (key == kSetupKey) {
