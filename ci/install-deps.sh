@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  # toolchain and test framework (most are on the image already)
+  # toolchain and test framework (most are on the image already); libclang-rt-14-dev
+  # has clang's sanitizer and libFuzzer runtimes, which the fuzz preset links
   cmake ninja-build g++ clang libclang-rt-14-dev lld libgtest-dev libgmock-dev
   # the data plane's authentication (HMAC-SHA256, random keys)
   libssl-dev

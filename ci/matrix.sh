@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(full asan tsan clang)
+[ ${#presets[@]} -gt 0 ] || presets=(full asan tsan clang fuzz)
 
 failed=()
 summary=()

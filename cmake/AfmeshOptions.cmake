@@ -15,6 +15,18 @@ if(AFMESH_WERROR)
   add_compile_options(-Werror)
 endif()
 
+option(AFMESH_FUZZ "Build only the libFuzzer targets (fuzz/) and what they link; needs clang" OFF)
+if(AFMESH_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "AFMESH_FUZZ=ON needs clang (libFuzzer), not ${CMAKE_CXX_COMPILER_ID}: use the fuzz preset.")
+  endif()
+  # Coverage instrumentation for everything the fuzz targets link, without
+  # libFuzzer's main(): the targets add -fsanitize=fuzzer themselves. Without
+  # it the fuzzer sees only its own file and mutates blind.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  add_link_options(-fsanitize=fuzzer-no-link)
+endif()
+
 if(AFMESH_SANITIZE)
   add_compile_options(-fsanitize=${AFMESH_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${AFMESH_SANITIZE})
