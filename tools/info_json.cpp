@@ -124,6 +124,11 @@ void write_info_json(const InfoReport &report, FILE *out) {
     write_device(json, report);
     write_transport(json, report);
     write_variables(json, report);
+    json.key("security").begin_object();
+    json.key("data_plane").string(report.security.data_plane);
+    json.key("admission").string(report.security.admission_token ? "token" : "open");
+    json.key("encrypted").boolean(false);
+    json.end_object();
     json.key("notes");
     write_strings(json, report.notes);
     json.key("errors");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "crypto.h"
 #include "log.h"
 
 namespace afmesh::tool {
@@ -87,6 +88,9 @@ InfoReport gather_info(const Config &config) {
     report.search_dirs = module_search_dirs(config);
     report.modules = discover_modules(config);
     report.variables = read_variables(config);
+    report.security = {std::string("mutual challenge-response on every connection, ") + crypto::describe() +
+                           ", under a per-cluster key the scheduler gives the nodes it admits",
+                       !config.get("AFMESH_AUTH_TOKEN").empty()};
     report.notes = config.notes();
     if (!config.env_error()) report.errors.push_back(config.env_error().message());
 

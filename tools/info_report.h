@@ -33,6 +33,12 @@ struct Selection {
     std::string error;  // set when !selected
 };
 
+/** How the cluster keeps strangers out. */
+struct SecurityReport {
+    std::string data_plane;        // how every data connection is authenticated
+    bool admission_token = false;  // AFMESH_AUTH_TOKEN is set: the scheduler admits only nodes holding it
+};
+
 struct InfoReport {
     std::vector<std::string> search_dirs;
     std::vector<ModuleRecord> modules;  // every file found, after probing
@@ -40,6 +46,7 @@ struct InfoReport {
     std::vector<DeviceRow> devices;  // of the selected device module
     afmesh_net_caps caps{};          // of the selected transport
     std::vector<VariableRow> variables;
+    SecurityReport security;
     std::vector<std::string> notes;   // configuration warnings, and devices that could not be listed
     std::vector<std::string> errors;  // each one makes `afmesh info` fail
 

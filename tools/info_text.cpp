@@ -107,6 +107,18 @@ void write_variables(const InfoReport &report, FILE *out) {
     }
 }
 
+void write_security(const SecurityReport &s, FILE *out) {
+    fprintf(out,
+            "\nSecurity:\n"
+            "  data plane  authenticated: %s\n"
+            "  admission   %s\n"
+            "  traffic     not encrypted: this keeps strangers out, not an attacker on the path\n",
+            s.data_plane.c_str(),
+            s.admission_token ? "AFMESH_AUTH_TOKEN set: the scheduler admits only nodes that hold it"
+                              : "open: any process that reaches the scheduler before the roster is complete may "
+                                "join (set AFMESH_AUTH_TOKEN)");
+}
+
 void write_notes(const InfoReport &report, FILE *out) {
     if (report.notes.empty()) return;
     fprintf(out, "\nNotes:\n");
@@ -121,6 +133,7 @@ void write_info_text(const InfoReport &report, FILE *out) {
     write_modules(report, out);
     write_selected(report, out);
     write_variables(report, out);
+    write_security(report.security, out);
     write_notes(report, out);
     // Errors are not repeated here: the command writes them to stderr.
 }

@@ -267,6 +267,20 @@ TEST(info_command, AuthTokenIsNeverPrinted) {
     }
 }
 
+TEST(info_command, SaysHowTheDataPlaneIsAuthenticatedAndWhoIsAdmitted) {
+    ChildResult open = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport});
+    EXPECT_EQ(open.exit_code, 0) << open.err;
+    EXPECT_TRUE(contains(open.out, "data plane  authenticated: mutual challenge-response")) << open.out;
+    EXPECT_TRUE(contains(open.out, "HMAC-SHA256")) << open.out;
+    EXPECT_TRUE(contains(open.out, "admission   open")) << open.out;
+    ChildResult guarded = afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_AUTH_TOKEN=t"});
+    ASSERT_EQ(guarded.exit_code, 0) << guarded.err;
+    const JsonValue doc = parse(guarded.out);
+    const JsonValue &security = member(doc, "security", JsonValue::Type::kObject);
+    EXPECT_EQ(member(security, "admission", JsonValue::Type::kString).string, "token");
+    EXPECT_TRUE(contains(member(security, "data_plane", JsonValue::Type::kString).string, "HMAC-SHA256"));
+}
+
 // ---- afmesh info --json ----
 
 TEST(info_json, IsValidJsonWithTheDocumentedStructure) {
