@@ -425,5 +425,24 @@ TEST_F(TcpMaliciousFrames, SurvivesManyHostilePeersAtOnce) {
     expect_still_serving();
 }
 
+// close() ends a connection with a FIN after what the socket already holds,
+// even when input the module never read is waiting: a plain close(2) would
+// make the kernel answer with a reset and throw away what it still holds for
+// the peer (over a lossy link: a last response and the BYE behind it).
+TEST_F(TcpMaliciousFrames, CloseWithUnreadInputEndsInAFinNotAReset) {
+    auto peer = connect_raw();
+    // Input the module never reads: nothing polls it before close().
+    peer->send_bytes(frame(write_header(rkey_.key, 0, 16, 5), 0x11));
+    const std::vector<uint8_t> message(1024, 0x22);
+    ASSERT_EQ(ops().send(ctx(), peer->conn, message.data(), message.size(), 0, 0), AFMESH_HAL_OK) << take_module_error();
+    ASSERT_EQ(ops().close(ctx(), peer->conn), AFMESH_HAL_OK);
+    std::vector<uint8_t> got(kFrameHeaderSize + message.size() + 1);
+    size_t have = 0;
+    ssize_t n;
+    while ((n = recv(peer->fd, got.data() + have, got.size() - have, 0)) > 0) have += static_cast<size_t>(n);
+    EXPECT_EQ(n, 0) << "the connection ended with " << strerror(errno) << ", not an orderly end of stream";
+    EXPECT_EQ(have, kFrameHeaderSize + message.size()) << "the message sent before close() did not arrive whole";
+}
+
 }  // namespace
 }  // namespace afmesh::test

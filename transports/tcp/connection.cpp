@@ -77,13 +77,26 @@ bool Connection::harvest(EventSink &sink) {
     return sender_.retire(&sink, handle());
 }
 
-void Connection::close() {
+bool Connection::close() {
     std::lock_guard lock(tx_mu_);
-    set_interest_locked(0);
+    const bool connected = state() != State::kConnecting;
     state_.store(State::kClosed, std::memory_order_release);
     sender_.drop_all();
-    ::close(fd_);
-    fd_ = -1;
+    if (!connected || shutdown(fd_, SHUT_WR) != 0) {
+        set_interest_locked(0);
+        return false;
+    }
+    set_interest_locked(EPOLLIN);
+    return true;
+}
+
+bool Connection::drain() {
+    char discard[4096];
+    for (;;) {
+        const ssize_t n = recv(fd_, discard, sizeof discard, 0);
+        if (n > 0) continue;
+        return n == 0 || !would_block(errno);
+    }
 }
 
 // Sends what the socket takes, keeps EPOLLOUT armed exactly while bytes

@@ -67,8 +67,19 @@ public:
     /** Set once the connection failed; stable from then on. */
     const Failure &failure() const { return failure_; }
     FrameReceiver &receiver() { return receiver_; }
-    /** The caller's close(): drops everything and closes the socket. */
-    void close();
+    /**
+     * The caller's close(): drops the frames the socket has not taken, and
+     * sends a FIN after those it has. Returns true when the socket must now
+     * linger (drain()): closing it with unread input would make the kernel
+     * reset the connection and throw away what it still holds for the peer,
+     * such as a last response and the BYE behind it.
+     */
+    bool close();
+    /**
+     * Reads and discards what a closed connection receives: true once the
+     * peer has closed its side too (or the socket failed), when it may go.
+     */
+    bool drain();
 
     // The context's bookkeeping: membership of its work lists.
     bool receive_queued = false;              // progress thread

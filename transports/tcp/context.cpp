@@ -24,6 +24,9 @@ namespace {
 constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
 static_assert(std::size(kMemKindNames) == AFMESH_MEM_KIND_COUNT);
 
+// How long a closed connection waits for its peer to close too (Connection::close).
+constexpr auto kLinger = std::chrono::seconds(2);
+
 // The caller's limit is the writer's registered region; anything the
 // address space can hold fits the frame's 64-bit length.
 constexpr uint64_t kMaxWriteSize = SIZE_MAX;
@@ -90,6 +93,7 @@ int Context::create(afmesh_net_caps *caps, Context **out) {
 
 Context::~Context() {
     for (Connection *conn : connections_) delete conn;
+    for (const Lingering &l : lingering_) delete l.conn;
     for (Connection *conn : closed_) delete conn;
     regions_.clear();
     if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -240,9 +244,24 @@ int Context::close(afmesh_net_conn *handle) {
     if (!handle || !connections_.erase(conn))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
     forget(conn);
-    conn->close();
-    closed_.push_back(conn);
+    if (conn->close())
+        lingering_.push_back({conn, std::chrono::steady_clock::now() + kLinger});
+    else
+        closed_.push_back(conn);
     return AFMESH_HAL_OK;
+}
+
+// A closed connection's peer has closed too, or the linger is over.
+void Context::end_linger(Connection *conn) {
+    std::erase_if(lingering_, [conn](const Lingering &l) { return l.conn == conn; });
+    closed_.push_back(conn);
+}
+
+void Context::expire_lingering() {
+    if (lingering_.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t i = lingering_.size(); i-- > 0;)
+        if (now >= lingering_[i].until) end_linger(lingering_[i].conn);
 }
 
 // Removes `conn` from every work list, so no later event names it.
@@ -378,6 +397,7 @@ int Context::poll(afmesh_net_event *events, int max) {
     harvest(sink);
     report_failures(sink);
     announce_incoming(sink);
+    expire_lingering();
     return sink.count();
 }
 
@@ -392,6 +412,10 @@ void Context::dispatch(const epoll_event &ready, EventSink &sink) {
         return;
     }
     auto *conn = static_cast<Connection *>(ready.data.ptr);
+    if (conn->state() == Connection::State::kClosed) {
+        if (conn->drain()) end_linger(conn);
+        return;
+    }
     // While connecting, any readiness (including an error) settles the connect.
     if ((ready.events & EPOLLOUT) || conn->state() == Connection::State::kConnecting) conn->on_writable(sink);
     if (ready.events & (EPOLLIN | EPOLLERR | EPOLLHUP)) receive(conn, sink, true);

@@ -108,6 +108,8 @@ private:
     void harvest(EventSink &sink);
     void report_failures(EventSink &sink);
     void forget(Connection *conn);
+    void end_linger(Connection *conn);
+    void expire_lingering();
 
     const int epoll_fd_;
     const int wake_fd_;  // eventfd: posting threads wake a poll thread asleep on the epoll fd
@@ -127,6 +129,12 @@ private:
     bool incoming_announced_ = false;               // EV_INCOMING reported since incoming_ last emptied
     std::vector<Connection *> receive_ready_;       // must be received from without waiting for epoll
     std::vector<Connection *> closed_;              // freed at the next poll: the last events may point into them
+    // Closed by the caller, draining until the peer closes too (Connection::close).
+    struct Lingering {
+        Connection *conn;
+        std::chrono::steady_clock::time_point until;
+    };
+    std::vector<Lingering> lingering_;
     std::vector<Connection *> scratch_;
     static constexpr int kEpollBatch = 64;
     epoll_event ready_[kEpollBatch];
