@@ -15,6 +15,7 @@ if(AFMESH_WERROR)
   add_compile_options(-Werror)
 endif()
 
+option(AFMESH_FAULT_MATRIX "Build and run the fault matrix test (tests/cluster/fault_matrix_test.cpp): minutes long" OFF)
 option(AFMESH_FUZZ "Build only the libFuzzer targets (fuzz/) and what they link; needs clang" OFF)
 if(AFMESH_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -104,6 +104,7 @@ public:
     /** Waits for every process; each must end as expected (exit 0, or its expected signal). */
     void expect_all_succeed(std::chrono::seconds limit = std::chrono::seconds(120)) {
         Status waited = group_.wait_all(Clock::now() + limit, false);
+        hung_ = waited.code() == Code::kTimeout;
         std::string log;
         auto children = group_.children();
         for (const ChildExit &c : children) log += "---- " + c.name + "\n" + c.output;
@@ -117,6 +118,12 @@ public:
             }
         }
     }
+
+    /** Whether expect_all_succeed() had to kill processes still running at its limit. */
+    bool hung() const { return hung_; }
+
+    /** Where the scheduler listens ("127.0.0.1:port"). */
+    const std::string &scheduler_address() const { return scheduler_; }
 
     /** The pid of the node called `name` ("server 0"), or -1. */
     pid_t pid_of(const std::string &name) {
@@ -154,6 +161,7 @@ private:
     std::vector<std::string> base_env_;
     ProcessGroup group_{false};
     std::vector<int> expected_signal_;
+    bool hung_ = false;
 };
 
 }  // namespace afmesh
