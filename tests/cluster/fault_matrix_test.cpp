@@ -127,36 +127,37 @@ int random_in(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi
 
 // ---- processes killed ----
 
+// `victim` SIGKILLs itself after a random round of a long run; the
+// `survivors` must report it.
+void killed_at_a_random_round(const std::string &scenario, int workers, int servers, const std::string &victim,
+                              const std::vector<std::string> &survivors) {
+    const int round = random_in(0, 6);
+    SCOPED_TRACE(victim + " dies after round " + std::to_string(round));
+    Cluster c(workers, servers);
+    c.add({"scheduler", -1, {"echo"}, {}});
+    for (const char *role : {"server", "worker"})
+        for (int rank = 0; rank < (*role == 's' ? servers : workers); ++rank) {
+            const std::string name = std::string(role) + " " + std::to_string(rank);
+            const bool dies = name == victim;
+            const std::vector<std::string> fate =
+                dies ? std::vector<std::string>{"--die-after", std::to_string(round)}
+                     : std::vector<std::string>{"--expect-peer-failure"};
+            std::vector<std::string> args = echo({"--iters", "1000"});
+            args.insert(args.end(), fate.begin(), fate.end());
+            c.add({role, rank, args, {}, dies ? SIGKILL : 0});
+        }
+    c.expect_all_succeed();
+    record(scenario, c, survivors, victim, stamped(c.output_of(victim), "dying on purpose"), "peer failure reported");
+}
+
 TEST(FaultMatrix, ServerKilledAtARandomRound) {
-    for (int trial = 0; trial < 3; ++trial) {
-        const int round = random_in(0, 6);
-        SCOPED_TRACE("server 1 dies after round " + std::to_string(round));
-        Cluster c(2, 2);
-        const std::vector<std::string> survive = echo({"--iters", "1000", "--expect-peer-failure"});
-        c.add({"scheduler", -1, {"echo"}, {}});
-        c.add({"server", 0, survive, {}});
-        c.add({"server", 1, echo({"--iters", "1000", "--die-after", std::to_string(round)}), {}, SIGKILL});
-        for (int w = 0; w < 2; ++w) c.add({"worker", w, survive, {}});
-        c.expect_all_succeed();
-        record("SIGKILL server (random round)", c, {"worker 0", "worker 1"}, "server 1",
-               stamped(c.output_of("server 1"), "dying on purpose"), "peer failure reported");
-    }
+    for (int trial = 0; trial < 3; ++trial)
+        killed_at_a_random_round("SIGKILL server (random round)", 2, 2, "server 1", {"worker 0", "worker 1"});
 }
 
 TEST(FaultMatrix, WorkerKilledAtARandomRound) {
-    for (int trial = 0; trial < 3; ++trial) {
-        const int round = random_in(0, 6);
-        SCOPED_TRACE("worker 0 dies after round " + std::to_string(round));
-        Cluster c(2, 1);
-        const std::vector<std::string> survive = echo({"--iters", "1000", "--expect-peer-failure"});
-        c.add({"scheduler", -1, {"echo"}, {}});
-        c.add({"server", 0, survive, {}});
-        c.add({"worker", 0, echo({"--iters", "1000", "--die-after", std::to_string(round)}), {}, SIGKILL});
-        c.add({"worker", 1, survive, {}});
-        c.expect_all_succeed();
-        record("SIGKILL worker (random round)", c, {"server 0"}, "worker 0",
-               stamped(c.output_of("worker 0"), "dying on purpose"), "peer failure reported");
-    }
+    for (int trial = 0; trial < 3; ++trial)
+        killed_at_a_random_round("SIGKILL worker (random round)", 2, 1, "worker 0", {"server 0"});
 }
 
 // Killed as it starts, before it can join: the others time out of their
@@ -302,22 +303,10 @@ TEST(FaultMatrix, FivePercentPacketLoss) {
 
 // ---- strangers at every listening port, during a run ----
 
-// Garbage, an oversized frame, a truncated one, silence, 200 connections at
-// once and (at the data port) an impersonating IDENT and unauthenticated
-// writes, while the real nodes wait at a barrier; then they run to the end.
-void strangers_at(const std::string &scenario, bool scheduler_port) {
-    Cluster c(1, 1);
-    HoldPoint server_held, worker_held;
-    c.add({"scheduler", -1, {"echo"}, {}});
-    c.add({"server", 0, with(echo({"--iters", "20"}), server_held), {}});
-    c.add({"worker", 0, with(echo({"--iters", "20"}), worker_held), {}});
-    ASSERT_TRUE(server_held.wait_ready(60s) && worker_held.wait_ready(60s));
-    const std::string target = scheduler_port ? "scheduler" : "server 0";
-    const pid_t pid = c.pid_of(target);
-    const uint16_t port = scheduler_port ? static_cast<uint16_t>(std::stoi(
-                                               c.scheduler_address().substr(c.scheduler_address().rfind(':') + 1)))
-                                         : data_port(c, target);
-    const size_t before = open_descriptors(pid);
+// Strangers at the scheduler's port: 200 connections at once, garbage, a
+// HELLO with a made-up token, one cut in half, a header announcing 4 GiB,
+// and silence. Returns the ones still connected.
+std::vector<std::unique_ptr<Stranger>> visit_scheduler_port(uint16_t port) {
     {
         std::vector<std::unique_ptr<Stranger>> crowd;
         for (int i = 0; i < 200; ++i) crowd.push_back(std::make_unique<Stranger>(port));
@@ -325,43 +314,52 @@ void strangers_at(const std::string &scenario, bool scheduler_port) {
     std::vector<std::unique_ptr<Stranger>> lingering;
     auto stranger = [&]() -> Stranger & {
         lingering.push_back(std::make_unique<Stranger>(port));
-        EXPECT_TRUE(lingering.back()->connected());
         return *lingering.back();
     };
     std::vector<uint8_t> garbage(4096);
     for (uint8_t &b : garbage) b = static_cast<uint8_t>(random_source()());
     stranger().send_bytes(garbage);
+    control::HelloMsg hello;  // a worker's HELLO with a made-up token
+    hello.hello.transport = "tcp";
+    hello.auth_token = "not the token";
+    std::vector<uint8_t> impostor;
+    control::append_frame(control::MessageType::kHello, control::encode(hello), &impostor);
+    stranger().send_bytes(impostor);
+    stranger().send_bytes({impostor.begin(), impostor.begin() + static_cast<long>(impostor.size() / 2)});
+    std::vector<uint8_t> huge;
+    control::append_frame(control::MessageType::kHello, {}, &huge);
+    huge[8] = huge[9] = huge[10] = huge[11] = 0xff;  // the header's payload length: 4 GiB
+    stranger().send_bytes(huge);
     stranger();  // silent
-    std::vector<uint8_t> huge, truncated;
-    if (scheduler_port) {
-        control::HelloMsg hello;  // a worker's HELLO with a made-up token
-        hello.hello.transport = "tcp";
-        hello.auth_token = "not the token";
-        std::vector<uint8_t> impostor;
-        control::append_frame(control::MessageType::kHello, control::encode(hello), &impostor);
-        stranger().send_bytes(impostor);
-        truncated.assign(impostor.begin(), impostor.begin() + static_cast<long>(impostor.size() / 2));
-        control::append_frame(control::MessageType::kHello, {}, &huge);
-        huge[8] = huge[9] = huge[10] = huge[11] = 0xff;  // the header's payload length: 4 GiB
-    } else {
-        huge.resize(tcp::kFrameHeaderSize);
-        tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, uint64_t{1} << 40}, huge.data());
-        truncated.resize(tcp::kFrameHeaderSize);
-        tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, 100}, truncated.data());
-        truncated.resize(truncated.size() + 10);
-        stranger().send_message(forged_ident(0, 0));
-        Stranger &writer = stranger();
-        for (uint64_t key = 0; key < 16 && writer.send_frame({tcp::FrameType::kWriteImm, 1, key, 0, 0}, {9, 9});)
+    return lingering;
+}
+
+// While the nodes wait at a barrier, strangers visit `target`'s port; each
+// must be closed and its descriptors come back, and the cluster then runs
+// to the end.
+void strangers_at(const std::string &scenario, const std::string &target) {
+    HeldCluster held;
+    Cluster &c = held.c;
+    ASSERT_TRUE(held.ready());
+    const pid_t pid = c.pid_of(target);
+    const size_t before = open_descriptors(pid);
+    const std::string &scheduler = c.scheduler_address();
+    std::vector<std::unique_ptr<Stranger>> lingering =
+        target == "scheduler" ? visit_scheduler_port(static_cast<uint16_t>(std::stoi(scheduler.substr(scheduler.rfind(':') + 1))))
+                              : visit_data_port(data_port(c, target));
+    if (target != "scheduler") {  // and writes into regions a guesser would try first
+        lingering.push_back(std::make_unique<Stranger>(data_port(c, target)));
+        for (uint64_t key = 0; key < 16 && lingering.back()->send_frame({tcp::FrameType::kWriteImm, 1, key, 0, 0}, {9});)
             ++key;
     }
-    stranger().send_bytes(huge);
-    stranger().send_bytes(truncated);
-    for (auto &s : lingering) EXPECT_TRUE(s->closed_by_server()) << "a stranger's connection was left open";
+    for (auto &s : lingering) {
+        EXPECT_TRUE(s->connected());
+        EXPECT_TRUE(s->closed_by_server()) << "a stranger's connection was left open";
+    }
     EXPECT_TRUE(eventually([&] { return open_descriptors(pid) <= before; }))
         << target << " holds " << open_descriptors(pid) << " descriptors, " << before << " before the strangers";
     const size_t after = open_descriptors(pid);
-    server_held.release();
-    worker_held.release();
+    held.release();
     c.expect_all_succeed();
     count_trial(scenario, c);
     table()[scenario].descriptors = std::to_string(before) + " -> " + std::to_string(after);
@@ -369,12 +367,12 @@ void strangers_at(const std::string &scenario, bool scheduler_port) {
 
 TEST(FaultMatrix, StrangersAtTheSchedulerPort) {
     for (int trial = 0; trial < 2; ++trial)
-        strangers_at("strangers at the scheduler port (all closed, cluster unharmed)", true);
+        strangers_at("strangers at the scheduler port (all closed, cluster unharmed)", "scheduler");
 }
 
 TEST(FaultMatrix, StrangersAtADataPort) {
     for (int trial = 0; trial < 2; ++trial)
-        strangers_at("strangers at a server's data port (all closed, cluster unharmed)", false);
+        strangers_at("strangers at a server's data port (all closed, cluster unharmed)", "server 0");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "cluster_harness.h"
 #include "engine/wire.h"
+#include "hold_point.h"
 #include "transports/tcp/wire.h"
 
 namespace afmesh {
@@ -166,6 +167,69 @@ inline size_t lines_with(const std::string &text, const std::string &what) {
     size_t n = 0;
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
     return n;
+}
+
+/**
+ * A running 1 x 1 cluster whose server and worker (af_test_node echo) wait,
+ * past their first barrier, until release(): strangers can then visit a
+ * formed cluster with nobody waiting on a peer, and the nodes run to the
+ * end afterwards, checking every byte.
+ */
+class HeldCluster {
+public:
+    HeldCluster() {
+        c.add({"scheduler", -1, {"echo"}, {}});
+        c.add({"server", 0, with_hold({"echo"}, server_), {}});
+        c.add({"worker", 0, with_hold({"echo"}, worker_), {}});
+    }
+    /** Waits until both nodes hold; false when that takes a minute. */
+    bool ready() {
+        return server_.ok() && worker_.ok() && server_.wait_ready(std::chrono::seconds(60)) &&
+               worker_.wait_ready(std::chrono::seconds(60));
+    }
+    void release() {
+        server_.release();
+        worker_.release();
+    }
+
+    Cluster c{1, 1};
+
+private:
+    static std::vector<std::string> with_hold(std::vector<std::string> args, const HoldPoint &hold) {
+        for (const std::string &a : hold.args()) args.push_back(a);
+        return args;
+    }
+    HoldPoint server_, worker_;
+};
+
+/**
+ * Strangers at a server's data port: 200 connections opened and closed at
+ * once, then garbage, a message announcing a terabyte, a truncated message,
+ * silence, and an IDENT never followed by a PROOF. Returns the last five,
+ * still connected, to watch the server close them.
+ */
+inline std::vector<std::unique_ptr<Stranger>> visit_data_port(uint16_t port) {
+    {
+        std::vector<std::unique_ptr<Stranger>> crowd;
+        for (int i = 0; i < 200; ++i) crowd.push_back(std::make_unique<Stranger>(port));
+    }
+    std::vector<std::unique_ptr<Stranger>> lingering;
+    auto stranger = [&]() -> Stranger & {
+        lingering.push_back(std::make_unique<Stranger>(port));
+        return *lingering.back();
+    };
+    std::vector<uint8_t> garbage(1024);
+    for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 131 + 7);
+    stranger().send_bytes(garbage);
+    std::vector<uint8_t> header(tcp::kFrameHeaderSize);
+    tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, uint64_t{1} << 40}, header.data());
+    stranger().send_bytes(header);
+    tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, 100}, header.data());
+    header.resize(header.size() + 10, 0);
+    stranger().send_bytes(header);
+    stranger();  // silent
+    stranger().send_message(forged_ident(0, 0));
+    return lingering;
 }
 
 }  // namespace afmesh

@@ -67,45 +67,18 @@ TEST(Trust, AStrangerClaimingToBeWorkerZeroFirstIsRefusedAndTheWorkerServed) {
 // comes back (the handshake deadline is the peer timeout, 1.5 s here), and
 // the refusals are logged a line a second, not a line each.
 TEST(Trust, StrangersLeaveNoDescriptorsBehindAndDoNotFloodTheLog) {
-    Cluster c(1, 1);
-    HoldPoint server_joined, worker_joined;  // held: nobody waits on a peer while the strangers work
-    ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
-    c.add({"scheduler", -1, {"echo"}, {}});
-    c.add({"server", 0, echo(server_joined.args()), {}});
-    c.add({"worker", 0, echo(worker_joined.args()), {}});
-    ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
+    HeldCluster held;
+    Cluster &c = held.c;
+    ASSERT_TRUE(held.ready());
     const pid_t server = c.pid_of("server 0");
-    const uint16_t port = data_port(c, "server 0");
     const size_t before = open_descriptors(server);
-
-    {
-        std::vector<std::unique_ptr<Stranger>> strangers;
-        for (int i = 0; i < 200; ++i) strangers.push_back(std::make_unique<Stranger>(port));
-    }  // 200 connections opened and closed at once
-    std::vector<std::unique_ptr<Stranger>> lingering;
-    for (int i = 0; i < 5; ++i) lingering.push_back(std::make_unique<Stranger>(port));  // silent
-    std::mt19937 random(7);
-    std::vector<uint8_t> garbage(1024);
-    for (uint8_t &b : garbage) b = static_cast<uint8_t>(random());
-    lingering.push_back(std::make_unique<Stranger>(port));
-    lingering.back()->send_bytes(garbage);
-    std::vector<uint8_t> header(tcp::kFrameHeaderSize);
-    tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, uint64_t{1} << 40}, header.data());
-    lingering.push_back(std::make_unique<Stranger>(port));  // a message of a terabyte
-    lingering.back()->send_bytes(header);
-    tcp::encode_frame_header({tcp::FrameType::kSend, 0, 0, 0, 100}, header.data());
-    header.resize(header.size() + 10, 0);
-    lingering.push_back(std::make_unique<Stranger>(port));  // a truncated message, then silence
-    lingering.back()->send_bytes(header);
-    lingering.push_back(std::make_unique<Stranger>(port));  // an IDENT, then no PROOF
-    lingering.back()->send_message(forged_ident(0, 0));
-    for (auto &s : lingering) ASSERT_TRUE(s->connected());
-
-    for (auto &s : lingering) EXPECT_TRUE(s->closed_by_server()) << "a stranger's connection was left open";
+    for (auto &s : visit_data_port(data_port(c, "server 0"))) {
+        EXPECT_TRUE(s->connected());
+        EXPECT_TRUE(s->closed_by_server()) << "a stranger's connection was left open";
+    }
     EXPECT_TRUE(eventually([&] { return open_descriptors(server) <= before; }))
         << "the server holds " << open_descriptors(server) << " descriptors, " << before << " before the strangers";
-    server_joined.release();
-    worker_joined.release();
+    held.release();
     c.expect_all_succeed();
     const std::string log = c.output_of("server 0");
     const size_t reports = lines_with(log, "dropping a data connection");
@@ -118,13 +91,9 @@ TEST(Trust, StrangersLeaveNoDescriptorsBehindAndDoNotFloodTheLog) {
 // on a listener that stays readable and logging each turn; once the
 // strangers are gone it serves on, every byte checked.
 TEST(Trust, RunningOutOfDescriptorsNeitherSpinsNorFloodsTheLog) {
-    Cluster c(1, 1);
-    HoldPoint server_joined, worker_joined;  // held: nobody waits on a peer while the strangers work
-    ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
-    c.add({"scheduler", -1, {"echo"}, {}});
-    c.add({"server", 0, echo(server_joined.args()), {}});
-    c.add({"worker", 0, echo(worker_joined.args()), {}});
-    ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
+    HeldCluster held;
+    Cluster &c = held.c;
+    ASSERT_TRUE(held.ready());
     const pid_t server = c.pid_of("server 0");
     const uint16_t port = data_port(c, "server 0");
     const size_t before = open_descriptors(server);
@@ -142,8 +111,7 @@ TEST(Trust, RunningOutOfDescriptorsNeitherSpinsNorFloodsTheLog) {
     strangers.clear();
     ASSERT_EQ(prlimit(server, RLIMIT_NOFILE, &old_limit, nullptr), 0);
     EXPECT_TRUE(eventually([&] { return open_descriptors(server) <= before; }));
-    server_joined.release();
-    worker_joined.release();
+    held.release();
     c.expect_all_succeed();
     const std::string log = c.output_of("server 0");
     const size_t reports = lines_with(log, "for want of descriptors");
