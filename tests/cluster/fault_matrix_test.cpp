@@ -307,15 +307,8 @@ TEST(FaultMatrix, FivePercentPacketLoss) {
 // HELLO with a made-up token, one cut in half, a header announcing 4 GiB,
 // and silence. Returns the ones still connected.
 std::vector<std::unique_ptr<Stranger>> visit_scheduler_port(uint16_t port) {
-    {
-        std::vector<std::unique_ptr<Stranger>> crowd;
-        for (int i = 0; i < 200; ++i) crowd.push_back(std::make_unique<Stranger>(port));
-    }
-    std::vector<std::unique_ptr<Stranger>> lingering;
-    auto stranger = [&]() -> Stranger & {
-        lingering.push_back(std::make_unique<Stranger>(port));
-        return *lingering.back();
-    };
+    Visit visit(port);
+    auto stranger = [&]() -> Stranger & { return visit.next(); };
     std::vector<uint8_t> garbage(4096);
     for (uint8_t &b : garbage) b = static_cast<uint8_t>(random_source()());
     stranger().send_bytes(garbage);
@@ -331,7 +324,7 @@ std::vector<std::unique_ptr<Stranger>> visit_scheduler_port(uint16_t port) {
     huge[8] = huge[9] = huge[10] = huge[11] = 0xff;  // the header's payload length: 4 GiB
     stranger().send_bytes(huge);
     stranger();  // silent
-    return lingering;
+    return visit.lingering();
 }
 
 // While the nodes wait at a barrier, strangers visit `target`'s port; each

@@ -203,21 +203,35 @@ private:
 };
 
 /**
- * Strangers at a server's data port: 200 connections opened and closed at
- * once, then garbage, a message announcing a terabyte, a truncated message,
- * silence, and an IDENT never followed by a PROOF. Returns the last five,
- * still connected, to watch the server close them.
+ * A visit of strangers to one port: first a crowd of 200 connections opened
+ * and closed at once, then one stranger after another (next()), who stay
+ * connected until taken (lingering()) to watch the node close them.
  */
-inline std::vector<std::unique_ptr<Stranger>> visit_data_port(uint16_t port) {
-    {
+class Visit {
+public:
+    explicit Visit(uint16_t port) : port_(port) {
         std::vector<std::unique_ptr<Stranger>> crowd;
         for (int i = 0; i < 200; ++i) crowd.push_back(std::make_unique<Stranger>(port));
     }
-    std::vector<std::unique_ptr<Stranger>> lingering;
-    auto stranger = [&]() -> Stranger & {
-        lingering.push_back(std::make_unique<Stranger>(port));
-        return *lingering.back();
-    };
+    Stranger &next() {
+        lingering_.push_back(std::make_unique<Stranger>(port_));
+        return *lingering_.back();
+    }
+    std::vector<std::unique_ptr<Stranger>> lingering() { return std::move(lingering_); }
+
+private:
+    const uint16_t port_;
+    std::vector<std::unique_ptr<Stranger>> lingering_;
+};
+
+/**
+ * Strangers at a server's data port: the crowd, then garbage, a message
+ * announcing a terabyte, a truncated message, silence, and an IDENT never
+ * followed by a PROOF; those five are returned, still connected.
+ */
+inline std::vector<std::unique_ptr<Stranger>> visit_data_port(uint16_t port) {
+    Visit visit(port);
+    auto stranger = [&]() -> Stranger & { return visit.next(); };
     std::vector<uint8_t> garbage(1024);
     for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 131 + 7);
     stranger().send_bytes(garbage);
@@ -229,7 +243,7 @@ inline std::vector<std::unique_ptr<Stranger>> visit_data_port(uint16_t port) {
     stranger().send_bytes(header);
     stranger();  // silent
     stranger().send_message(forged_ident(0, 0));
-    return lingering;
+    return visit.lingering();
 }
 
 }  // namespace afmesh
