@@ -75,6 +75,9 @@ Status Node::create(const Config &config, Role role, std::unique_ptr<Node> *out)
 }
 
 Status Node::start() {
+    // Before any thread that reads them starts.
+    heartbeat_interval_ = config_ms(config_, "AFMESH_HEARTBEAT_MS");
+    peer_timeout_ = config_ms(config_, "AFMESH_PEER_TIMEOUT_MS");
     PollMode mode;
     if (!parse_poll_mode(config_.get("AFMESH_POLL"), &mode))
         return {Code::kInvalidArgument, "AFMESH_POLL must be busy, adaptive or blocking"};
@@ -132,8 +135,6 @@ Status Node::start() {
     if (worker_) progress_->set_background([worker = worker_.get()] { return worker->open_gates(); });
     std::vector<std::string> cores = config_.get_list("AFMESH_CPU_CORES");
     if (Status s = progress_->start(cores.empty() ? -1 : std::stoi(cores[0])); !s) return s;
-    heartbeat_interval_ = config_ms(config_, "AFMESH_HEARTBEAT_MS");
-    peer_timeout_ = config_ms(config_, "AFMESH_PEER_TIMEOUT_MS");
     ticker_ = std::make_unique<Ticker>(heartbeat_interval_, [this](Clock::time_point now) { tick(now); });
     if (Status s = connect_data_plane(deadline); !s) return s;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
