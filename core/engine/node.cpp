@@ -157,7 +157,6 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
                 AFMESH_HAL_OK)
                 return {Code::kPeerFailed, "cannot connect to server " + std::to_string(s) + ": " + take_module_error()};
             links_[conn].peer = static_cast<int32_t>(s);
-            conns_.push_back(conn);
             worker_->attach_server(static_cast<int32_t>(s), conn);
         }
     }
@@ -194,7 +193,6 @@ void Node::accept_pending_locked() {
     afmesh_net_conn *conn = nullptr;
     while (transport_->net().accept(transport_->ctx(), &conn) == AFMESH_HAL_OK) {
         links_[conn].last_heard = Clock::now();
-        conns_.push_back(conn);
         handshake_->expect(conn, Clock::now() + peer_timeout_);
         if (handshake_->pending_count() > most_pending)
             refuse_locked(handshake_->oldest(), {Code::kAccess, "more than " + std::to_string(most_pending) +
@@ -337,7 +335,6 @@ void Node::refuse_locked(afmesh_net_conn *conn, const Status &why) {
 void Node::close_link_locked(afmesh_net_conn *conn) {
     transport_->net().close(transport_->ctx(), conn);
     links_.erase(conn);
-    std::erase(conns_, conn);
     handshake_->forget(conn);
     farewell_done_locked(conn);
 }
@@ -368,11 +365,11 @@ void Node::tick(Clock::time_point now) {
     }
     const char *peer_role = role_ == Role::kWorker ? "server " : "worker ";
     for (afmesh_net_conn *conn : silent) {
-        const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - links_[conn].last_heard);
-        fail_peer(links_[conn].peer,
-                  {Code::kPeerFailed, "no data-plane traffic or heartbeat from " + std::string(peer_role) +
-                                          std::to_string(links_[conn].peer) + " for " + std::to_string(quiet.count()) +
-                                          " ms (AFMESH_PEER_TIMEOUT_MS): frozen, partitioned or overloaded"});
+        const Link &link = links_.at(conn);
+        const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_heard);
+        fail_peer(link.peer, {Code::kPeerFailed, "no data-plane traffic or heartbeat from " + std::string(peer_role) +
+                                                     std::to_string(link.peer) + " for " + std::to_string(quiet.count()) +
+                                                     " ms (AFMESH_PEER_TIMEOUT_MS): frozen, partitioned or overloaded"});
         // Closed, so a peer that was only frozen learns it has been given up on when it wakes.
         close_link_locked(conn);
     }
@@ -442,9 +439,9 @@ void Node::say_goodbye() {
         std::lock_guard lock(mu_);
         std::vector<uint8_t> bye;
         wire::encode_bye(bye);
-        for (afmesh_net_conn *conn : conns_)
-            if (links_[conn].trusted && transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(), AFMESH_NET_SIGNAL,
-                                       kFarewellCookie) == AFMESH_HAL_OK)
+        for (const auto &[conn, link] : links_)
+            if (link.trusted && transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(),
+                                                       AFMESH_NET_SIGNAL, kFarewellCookie) == AFMESH_HAL_OK)
                 farewells_.insert(conn);
         farewells_left_.store(farewells_.size());
     }
@@ -461,12 +458,10 @@ void Node::farewell_done_locked(afmesh_net_conn *conn) {
 // Closes every data connection; operations on them fail with CLOSED.
 void Node::close_data_plane() {
     std::lock_guard lock(mu_);
-    for (afmesh_net_conn *conn : conns_) {
+    for (const auto &[conn, link] : links_) {
         transport_->net().close(transport_->ctx(), conn);
-        const Link &link = links_[conn];
         if (link.trusted) fail_peer(link.peer, {Code::kClosed, "this node is stopping"});
     }
-    conns_.clear();
     links_.clear();
     farewells_.clear();
 }

@@ -112,8 +112,7 @@ private:
     std::unique_ptr<WorkerEngine> worker_;
     std::unique_ptr<ServerEngine> server_;
     std::unique_ptr<Handshake> handshake_;
-    std::unordered_map<afmesh_net_conn *, Link> links_;
-    std::vector<afmesh_net_conn *> conns_;
+    std::unordered_map<afmesh_net_conn *, Link> links_;  // every open data connection
     int connected_ = 0;       // worker: servers whose handshake has completed
     Status connect_failure_;  // worker: why a server could not be reached during start()
     // Connections whose BYE has not left yet (say_goodbye); the count is read by waiters without the lock.
