@@ -90,9 +90,7 @@ TEST(Cluster, GetBatchBlamesTheDeadWorkerNotALateOne) {
     Cluster c(2, 1);
     HoldPoint late;
     ASSERT_TRUE(late.ok());
-    std::vector<std::string> held = echo({"--iters", "1000", "--expect-peer-failure"});
-    const std::vector<std::string> hold = late.args();
-    held.insert(held.end(), hold.begin(), hold.end());
+    const std::vector<std::string> held = late.held(echo({"--iters", "1000", "--expect-peer-failure"}));
     c.add({"scheduler", -1, {"echo"}, {}});
     // The server reports before worker 0 is let go, then waits for it to stop: not for the usual 30 s.
     c.add({"server", 0, echo({"--iters", "1000", "--expect-peer-failure"}), {"AFMESH_CONNECT_TIMEOUT_MS=5000"}});

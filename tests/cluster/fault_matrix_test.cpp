@@ -113,11 +113,6 @@ std::vector<std::string> echo(std::vector<std::string> extra) {
     return args;
 }
 
-std::vector<std::string> with(std::vector<std::string> args, const HoldPoint &hold) {
-    for (const std::string &a : hold.args()) args.push_back(a);
-    return args;
-}
-
 std::mt19937 &random_source() {
     static std::mt19937 random(std::random_device{}());
     return random;
@@ -196,7 +191,7 @@ TEST(FaultMatrix, SchedulerKilledMidRun) {
         for (const char *role : {"server", "worker"})
             for (int r = 0; r < 2; ++r) {
                 holds.push_back(std::make_unique<HoldPoint>());
-                c.add({role, r, with(echo({"--iters", "20"}), *holds.back()), {}});
+                c.add({role, r, holds.back()->held(echo({"--iters", "20"})), {}});
             }
         for (auto &h : holds) ASSERT_TRUE(h->wait_ready(60s));
         c.signal("scheduler", SIGKILL);
@@ -221,7 +216,7 @@ void freeze(const std::string &scenario, int workers, int servers, const std::st
         holds[name] = std::make_unique<HoldPoint>();
         std::vector<std::string> args = echo({"--iters", std::to_string(kLots)});
         if (name != victim) args.push_back("--expect-peer-failure");
-        c.add({role, rank, with(args, *holds[name]), {}, name == victim ? SIGKILL : 0});
+        c.add({role, rank, holds[name]->held(args), {}, name == victim ? SIGKILL : 0});
     };
     for (int s = 0; s < servers; ++s) add("server", s);
     for (int w = 0; w < workers; ++w) add("worker", w);
@@ -267,8 +262,8 @@ TEST(FaultMatrix, NetworkPartition) {
         HoldPoint server_held, worker_held;
         const std::vector<std::string> args = echo({"--iters", std::to_string(kLots), "--expect-peer-failure"});
         c.add({"scheduler", -1, {"echo"}, {}, 0, hosts.a()});
-        c.add({"server", 0, with(args, server_held), {"AFMESH_TCP_BIND=" + hosts.address_a()}, 0, hosts.a()});
-        c.add({"worker", 0, with(args, worker_held), {}, 0, hosts.b()});
+        c.add({"server", 0, server_held.held(args), {"AFMESH_TCP_BIND=" + hosts.address_a()}, 0, hosts.a()});
+        c.add({"worker", 0, worker_held.held(args), {}, 0, hosts.b()});
         ASSERT_TRUE(server_held.wait_ready(60s) && worker_held.wait_ready(60s));
         server_held.release();
         worker_held.release();

@@ -38,8 +38,11 @@ public:
     HoldPoint &operator=(const HoldPoint &) = delete;
 
     bool ok() const { return ready_ >= 0 && go_ >= 0; }
-    /** The node's arguments. */
-    std::vector<std::string> args() const { return {"--hold", path_}; }
+    /** A node's arguments `args`, with this hold point's appended. */
+    std::vector<std::string> held(std::vector<std::string> args) const {
+        args.insert(args.end(), {"--hold", path_});
+        return args;
+    }
 
     /** Waits until the node has said "ready"; false when `limit` passes first. */
     bool wait_ready(std::chrono::milliseconds limit) {

@@ -179,8 +179,8 @@ class HeldCluster {
 public:
     HeldCluster() {
         c.add({"scheduler", -1, {"echo"}, {}});
-        c.add({"server", 0, with_hold({"echo"}, server_), {}});
-        c.add({"worker", 0, with_hold({"echo"}, worker_), {}});
+        c.add({"server", 0, server_.held({"echo"}), {}});
+        c.add({"worker", 0, worker_.held({"echo"}), {}});
     }
     /** Waits until both nodes hold; false when that takes a minute. */
     bool ready() {
@@ -195,10 +195,6 @@ public:
     Cluster c{1, 1};
 
 private:
-    static std::vector<std::string> with_hold(std::vector<std::string> args, const HoldPoint &hold) {
-        for (const std::string &a : hold.args()) args.push_back(a);
-        return args;
-    }
     HoldPoint server_, worker_;
 };
 

@@ -127,9 +127,9 @@ TEST(Trust, AServerFrozenAfterTheSchedulerDiedIsReportedByTheWorker) {
     HoldPoint server_joined, worker_joined;
     ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
     c.add({"scheduler", -1, {"echo"}, {}, SIGKILL});
-    c.add({"server", 0, echo({"--iters", "1000000", server_joined.args()[0], server_joined.args()[1]}), {}, SIGKILL});
+    c.add({"server", 0, server_joined.held(echo({"--iters", "1000000"})), {}, SIGKILL});
     c.add({"worker", 0,
-           echo({"--iters", "1000000", "--expect-peer-failure", worker_joined.args()[0], worker_joined.args()[1]}),
+           worker_joined.held(echo({"--iters", "1000000", "--expect-peer-failure"})),
            {}});
     ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
     c.signal("scheduler", SIGKILL);
@@ -152,8 +152,8 @@ TEST(Trust, NodesThatLoseTheSchedulerStillStopCleanly) {
     HoldPoint server_joined, worker_joined;
     ASSERT_TRUE(server_joined.ok() && worker_joined.ok());
     c.add({"scheduler", -1, {"echo"}, {}, SIGKILL});
-    c.add({"server", 0, echo(server_joined.args()), {}});
-    c.add({"worker", 0, echo(worker_joined.args()), {}});
+    c.add({"server", 0, server_joined.held(echo()), {}});
+    c.add({"worker", 0, worker_joined.held(echo()), {}});
     ASSERT_TRUE(server_joined.wait_ready(60s) && worker_joined.wait_ready(60s));
     c.signal("scheduler", SIGKILL);
     server_joined.release();
