@@ -194,6 +194,37 @@ afmesh_status afmesh_set_poll_mode(afmesh_node *node, const char *mode) {
     return finish(Status::ok());
 }
 
+// A caller's struct may be shorter (an older header) or longer (a newer
+// one): it gets the fields both know, and its struct_size stays its own.
+// This version's struct is the first: nothing shorter is a version of it.
+afmesh_status afmesh_peer_stats_get(afmesh_node *node, int32_t peer, afmesh_stats *stats) {
+    const afmesh::Node *n = as_node(node);
+    if (!n) return invalid("not a worker or server node");
+    if (!stats || stats->struct_size < sizeof(afmesh_stats))
+        return invalid("null stats, or afmesh_stats.struct_size below sizeof(afmesh_stats) of this afmesh version");
+    return guarded([&] {
+        afmesh_stats all{};
+        if (Status s = n->stats(peer, &all); !s) return s;
+        all.struct_size = stats->struct_size;
+        memcpy(stats, &all, sizeof all);
+        return Status::ok();
+    });
+}
+
+afmesh_status afmesh_stats_get(afmesh_node *node, afmesh_stats *stats) { return afmesh_peer_stats_get(node, -1, stats); }
+
+afmesh_status afmesh_transport_counters(afmesh_node *node, afmesh_counter *counters, size_t capacity, size_t *count) {
+    const afmesh::Node *n = as_node(node);
+    if (!n || !count || (capacity && !counters)) return invalid("need a worker or server node, a count and room for the counters");
+    return guarded([&] {
+        const std::vector<afmesh_net_counter> found = n->transport_counters();
+        for (size_t i = 0; i < std::min(capacity, found.size()); ++i)
+            counters[i] = {found[i].name, found[i].help, found[i].value};
+        *count = found.size();
+        return Status::ok();
+    });
+}
+
 afmesh_status afmesh_register_buffer(afmesh_node *node, void *ptr, uint64_t bytes, afmesh_mem_kind kind, int device,
                                      afmesh_mr **mr) {
     afmesh::Node *n = as_node(node);

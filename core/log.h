@@ -1,7 +1,9 @@
-// Logging to stderr and the per-thread "why did that fail" message that
-// modules record through host services.
+// Logging to stderr (or to the embedding program's afmesh_log_handler) and
+// the per-thread "why did that fail" message that modules record through host
+// services.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "afmesh/hal/module.h"
@@ -14,7 +16,20 @@ void set_log_level(afmesh_log_level level);
 /** Parses "error|warn|info|debug|trace"; false when the name is unknown. */
 bool parse_log_level(const char *name, afmesh_log_level *level);
 
-/** Writes one line "afmesh[pid] LEVEL source: message" with a single write(2). Also the modules' log service. */
+/**
+ * Names this process in every later line: "worker 0", or the role alone when
+ * `rank` < 0 ("scheduler"). A null or empty `role` drops the identity again.
+ * Process-wide; the last call wins.
+ */
+void set_log_identity(const char *role, int32_t rank);
+
+/**
+ * Writes one line
+ * "2026-12-06T17:52:27.123456Z afmesh[pid] worker 0 warn source: message"
+ * (UTC; the identity part only once set_log_identity named one) to the
+ * afmesh_set_log_handler handler, or to stderr with a single write(2). Also
+ * the modules' log service.
+ */
 void log(int level, const char *source, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /** Records the reason for the failing module call on this thread (host service). */

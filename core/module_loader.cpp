@@ -172,6 +172,28 @@ uint32_t Module::write_segs() const {
     return caps_.max_write_segs >= 2 ? caps_.max_write_segs : 0;
 }
 
+std::vector<afmesh_net_counter> Module::counters() const {
+    if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_ || abi_minor_ < 3) return {};
+    const afmesh_net_ops &ops = net();
+    if (ops.struct_size < offsetof(afmesh_net_ops, counters) + sizeof ops.counters || !ops.counters) return {};
+    std::vector<afmesh_net_counter> out(16);
+    for (;;) {
+        const int n = ops.counters(ctx_, out.data(), static_cast<uint32_t>(out.size()));
+        if (n < 0) return {};
+        if (static_cast<size_t>(n) <= out.size()) {
+            out.resize(static_cast<size_t>(n));
+            return out;
+        }
+        out.resize(static_cast<size_t>(n));  // the module has more: ask again with room for all
+    }
+}
+
+uint64_t Module::syscalls() const {
+    for (const afmesh_net_counter &c : counters())
+        if (c.name && strcmp(c.name, "syscalls") == 0) return c.value;
+    return 0;
+}
+
 std::string Module::describe() const {
     if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_) return {};
     const afmesh_net_ops &ops = net();

@@ -58,6 +58,10 @@ public:
     std::string describe() const;
     /** Most segments the transport's write_imm_v (ABI 1.2) takes; 0 when it has none. */
     uint32_t write_segs() const;
+    /** A transport's own counters (ABI 1.3 counters()); empty when it counts nothing. */
+    std::vector<afmesh_net_counter> counters() const;
+    /** A transport's "syscalls" counter; 0 when it has none. */
+    uint64_t syscalls() const;
 
 private:
     friend Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);

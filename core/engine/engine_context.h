@@ -3,6 +3,7 @@
 
 #include <mutex>
 
+#include "counters.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "progress.h"
@@ -17,6 +18,7 @@ struct EngineContext {
     /** Pinned host copies of device memory the transport cannot register. */
     Staging &staging;
     Progress &progress;
+    NodeCounters &counters;
     /** Guards all engine state; never held while waiting or polling. */
     std::mutex &mu;
     int device_id = 0;

@@ -50,6 +50,7 @@ Status SchedulerNode::create(const Config &config, std::unique_ptr<SchedulerNode
     if (Status s = Scheduler::start(control_options(config), config.get("AFMESH_SCHEDULER"), &node->scheduler_); !s)
         return s;
     node->address_ = node->scheduler_->address();
+    set_log_identity(role_name(Role::kScheduler), -1);
     *out = std::move(node);
     return Status::ok();
 }
@@ -115,11 +116,14 @@ Status Node::start() {
     auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
     if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
 
+    set_log_identity(role_name(role_), rank());  // from here on, this node's lines say who wrote them
+    counters_ = std::make_unique<NodeCounters>(role_ == Role::kWorker ? num_servers() : num_workers());
     EngineContext ctx{*transport_,
                       *device_,
                       *registry_,
                       *staging_,
                       *progress_,
+                      *counters_,
                       mu_,
                       device_id,
                       static_cast<uint64_t>(config_.get_int("AFMESH_EAGER_BYTES")),
@@ -216,7 +220,7 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
             std::vector<uint8_t> ident;
             Status s = handshake_->open(ev.conn, link.peer, worker_->mailbox_for(link.peer), Clock::now() + peer_timeout_,
                                         &ident);
-            if (s) s = send_handshake_locked(ev.conn, ident, "IDENT");
+            if (s) s = send_handshake_locked(ev.conn, link, ident, "IDENT");
             if (!s) refuse_locked(ev.conn, s);
             break;
         }
@@ -283,14 +287,14 @@ void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const 
     Status s;
     if (role_ == Role::kWorker) {
         s = handshake_->answer(conn, data, len, &reply);
-        if (s) s = send_handshake_locked(conn, reply, "PROOF");
+        if (s) s = send_handshake_locked(conn, link, reply, "PROOF");
         if (s) {
             link.trusted = true;
             ++connected_;
         }
     } else if (type == wire::Type::kIdent) {
         s = handshake_->challenge(conn, data, len, &reply);
-        if (s) s = send_handshake_locked(conn, reply, "CHALLENGE");
+        if (s) s = send_handshake_locked(conn, link, reply, "CHALLENGE");
     } else if (type == wire::Type::kProof) {
         wire::Ident ident;
         s = handshake_->verify(conn, data, len, &ident);
@@ -306,11 +310,24 @@ void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const 
     link.last_heard = Clock::now();
 }
 
-Status Node::send_handshake_locked(afmesh_net_conn *conn, const std::vector<uint8_t> &message, const char *what) {
+Status Node::send_handshake_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message,
+                                  const char *what) {
     take_module_error();
-    if (transport_->net().send(transport_->ctx(), conn, message.data(), message.size(), 0, 0) != AFMESH_HAL_OK)
+    if (send_locked(conn, link, message, 0, 0) != AFMESH_HAL_OK)
         return {Code::kPeerFailed, std::string("cannot send ") + what + ": " + take_module_error()};
     return Status::ok();
+}
+
+int Node::send_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message, uint32_t flags,
+                      uint64_t cookie) {
+    const int rc = transport_->net().send(transport_->ctx(), conn, message.data(), message.size(), flags, cookie);
+    // A server's CHALLENGE goes to a connection that has not proved who it is yet: counted with nobody.
+    if (link.peer >= 0) {
+        PeerCounters &counters = counters_->peer(link.peer);
+        if (rc == AFMESH_HAL_OK) counters.messages.add();
+        else if (rc == AFMESH_HAL_AGAIN) counters.queue_full.add();
+    }
+    return rc;
 }
 
 void Node::refuse_locked(afmesh_net_conn *conn, const Status &why) {
@@ -324,6 +341,7 @@ void Node::refuse_locked(afmesh_net_conn *conn, const Status &why) {
         if (connect_failure_) connect_failure_ = {why.code(), who + ": " + why.message()};
     }
     ++refused_;
+    counters_->connections_refused.add();
     uint64_t held_back = 0;
     if (refusal_log_.allow(Clock::now(), &held_back))
         AFMESH_LOG(AFMESH_LOG_WARN, "dropping %s: %s (%llu refused in all, %llu not logged since the last report)",
@@ -356,12 +374,15 @@ void Node::tick(Clock::time_point now) {
         if (link.heard) {
             link.heard = false;
             link.last_heard = now;
-        } else if (now - link.last_heard > peer_timeout_) {
-            silent.push_back(conn);
-            continue;
+        } else {
+            counters_->peer(link.peer).heartbeats_missed.add();
+            if (now - link.last_heard > peer_timeout_) {
+                silent.push_back(conn);
+                continue;
+            }
         }
         // A full send queue already says the peer has work to read; AGAIN is no failure here.
-        (void)transport_->net().send(transport_->ctx(), conn, heartbeat.data(), heartbeat.size(), 0, 0);
+        (void)send_locked(conn, link, heartbeat, 0, 0);
     }
     const char *peer_role = role_ == Role::kWorker ? "server " : "worker ";
     for (afmesh_net_conn *conn : silent) {
@@ -374,6 +395,24 @@ void Node::tick(Clock::time_point now) {
         close_link_locked(conn);
     }
     (void)flush_engines_locked();
+}
+
+Status Node::stats(int32_t peer, afmesh_stats *out) const {
+    if (peer >= 0) {
+        if (static_cast<size_t>(peer) >= counters_->num_peers())
+            return {Code::kNotFound, std::string("no ") + (role_ == Role::kWorker ? "server " : "worker ") +
+                                         std::to_string(peer) + " in this cluster of " +
+                                         std::to_string(counters_->num_peers())};
+        counters_->peer(peer).push_pulls.add_to(out);
+        counters_->peer(peer).add_traffic_to(out);
+        return Status::ok();
+    }
+    counters_->add_to(out);
+    progress_->counters().add_to(out);
+    out->syscalls += transport_->syscalls();
+    out->staging_copies += staging_->copies();
+    out->staging_bytes += staging_->copied_bytes();
+    return Status::ok();
 }
 
 void Node::fail_peer(int32_t rank, const Status &why) {
@@ -440,8 +479,7 @@ void Node::say_goodbye() {
         std::vector<uint8_t> bye;
         wire::encode_bye(bye);
         for (const auto &[conn, link] : links_)
-            if (link.trusted && transport_->net().send(transport_->ctx(), conn, bye.data(), bye.size(),
-                                                       AFMESH_NET_SIGNAL, kFarewellCookie) == AFMESH_HAL_OK)
+            if (link.trusted && send_locked(conn, link, bye, AFMESH_NET_SIGNAL, kFarewellCookie) == AFMESH_HAL_OK)
                 farewells_.insert(conn);
         farewells_left_.store(farewells_.size());
     }

@@ -14,6 +14,7 @@
 #include "afmesh/afmesh.h"
 #include "config.h"
 #include "control/control_client.h"
+#include "counters.h"
 #include "handshake.h"
 #include "log_limiter.h"
 #include "memory_registry.h"
@@ -67,6 +68,10 @@ public:
     MemoryRegistry &registry() { return *registry_; }
     Progress &progress() { return *progress_; }
     Status barrier(BarrierGroup group, std::chrono::milliseconds timeout) { return control_->barrier(group, timeout); }
+    /** Adds the node's counters (peer < 0) or one peer's to `out`; NOT_FOUND for a rank outside the cluster. */
+    Status stats(int32_t peer, afmesh_stats *out) const;
+    /** The transport module's own counters. */
+    std::vector<afmesh_net_counter> transport_counters() const { return transport_->counters(); }
     /** Stops cleanly: every node agrees, then connections close. Idempotent. */
     Status stop();
 
@@ -92,7 +97,11 @@ private:
     void dispatch(const afmesh_net_event *events, int count);
     void on_message_locked(Link &link, const void *data, size_t len);
     void on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const void *data, size_t len);
-    Status send_handshake_locked(afmesh_net_conn *conn, const std::vector<uint8_t> &message, const char *what);
+    Status send_handshake_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message,
+                                 const char *what);
+    /** Sends a message the node itself makes (handshake, heartbeat, BYE), counted with the link's peer. */
+    int send_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message, uint32_t flags,
+                    uint64_t cookie);
     /** Drops a connection that failed its handshake or broke the protocol, failing its peer if it had one. */
     void refuse_locked(afmesh_net_conn *conn, const Status &why);
     void close_link_locked(afmesh_net_conn *conn);
@@ -108,6 +117,7 @@ private:
     std::unique_ptr<Staging> staging_;  // after registry_: its buffers are registrations
     std::unique_ptr<Progress> progress_;
     std::unique_ptr<ControlClient> control_;
+    std::unique_ptr<NodeCounters> counters_;  // made once the roster says how many peers there are
     std::mutex mu_;  // the engines' state (EngineContext::mu), and everything below but ticker_
     std::unique_ptr<WorkerEngine> worker_;
     std::unique_ptr<ServerEngine> server_;

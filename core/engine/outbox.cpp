@@ -5,17 +5,31 @@
 namespace afmesh {
 
 int Outbox::post(Entry &e) {
+    if (e.segments == 0) return send_now(e.message);
     const afmesh_net_ops &ops = transport_->net();
-    if (e.segments == 0)
-        return ops.send(transport_->ctx(), conn_, e.message.data(), e.message.size(), e.flags, e.cookie);
     // The entry may have moved since it was made: point the segments at its own copies of their destinations.
     for (uint32_t i = 0; i < e.segments; ++i) e.seg[i].dst = &e.dst[i];
+    int rc;
     if (e.segments == 1) {
         const afmesh_net_write_seg &s = e.seg[0];
-        return ops.write_imm(transport_->ctx(), conn_, s.src, s.bytes, s.src_mr, s.dst, s.dst_offset, e.imm, e.flags,
-                             e.cookie);
+        rc = ops.write_imm(transport_->ctx(), conn_, s.src, s.bytes, s.src_mr, s.dst, s.dst_offset, e.imm, e.flags,
+                           e.cookie);
+    } else {
+        rc = ops.write_imm_v(transport_->ctx(), conn_, e.seg, e.segments, e.imm, e.flags, e.cookie);
     }
-    return ops.write_imm_v(transport_->ctx(), conn_, e.seg, e.segments, e.imm, e.flags, e.cookie);
+    count(rc, e.segments == 1 ? counters_->writes : counters_->gathered_writes);
+    return rc;
+}
+
+int Outbox::send_now(const std::vector<uint8_t> &message) {
+    const int rc = transport_->net().send(transport_->ctx(), conn_, message.data(), message.size(), 0, 0);
+    count(rc, counters_->messages);
+    return rc;
+}
+
+void Outbox::count(int rc, Tally &posted) {
+    if (rc == AFMESH_HAL_OK) posted.add();
+    else if (rc == AFMESH_HAL_AGAIN) counters_->queue_full.add();
 }
 
 Status Outbox::enqueue_or_post(Entry &&e) {
@@ -50,7 +64,7 @@ Status Outbox::write(const afmesh_net_write_seg *segs, uint32_t count, uint32_t 
 Status Outbox::send(const std::vector<uint8_t> &message) {
     if (queue_.empty()) {
         take_module_error();
-        int rc = transport_->net().send(transport_->ctx(), conn_, message.data(), message.size(), 0, 0);
+        int rc = send_now(message);
         if (rc == AFMESH_HAL_OK) return Status::ok();
         if (rc != AFMESH_HAL_AGAIN) return {static_cast<Code>(rc), take_module_error()};
     }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <vector>
 
+#include "counters.h"
 #include "module_loader.h"
 #include "status.h"
 
@@ -14,8 +15,10 @@ namespace afmesh {
 
 class Outbox {
 public:
-    Outbox(const Module &transport, afmesh_net_conn *conn)
-        : transport_(&transport), conn_(conn), more_(transport.abi_minor() >= 1 ? AFMESH_NET_MORE : 0) {}
+    /** `counters`: the peer's, which count each operation once the transport takes it. */
+    Outbox(const Module &transport, afmesh_net_conn *conn, PeerCounters &counters)
+        : transport_(&transport), conn_(conn), counters_(&counters),
+          more_(transport.abi_minor() >= 1 ? AFMESH_NET_MORE : 0) {}
 
     afmesh_net_conn *conn() const { return conn_; }
 
@@ -44,11 +47,16 @@ private:
         uint64_t cookie = 0;
         std::vector<uint8_t> message;
     };
+    /** Posts one entry. */
     int post(Entry &e);
+    int send_now(const std::vector<uint8_t> &message);
+    /** Counts a post: in `posted` when the transport took it, as queue_full when it answered AGAIN. */
+    void count(int rc, Tally &posted);
     Status enqueue_or_post(Entry &&e);
 
     const Module *transport_;
     afmesh_net_conn *conn_;
+    PeerCounters *counters_;
     const uint32_t more_;  // AFMESH_NET_MORE where the module understands it, else 0
     std::deque<Entry> queue_;
 };

@@ -37,6 +37,7 @@ constexpr auto kYieldAfter = std::chrono::microseconds(20);
 
 class IdleSpin {
 public:
+    explicit IdleSpin(Tally &yields) : yields_(yields) {}
     /** Idles once (the caller has just read the clock): a pause, or a yield once idle for kYieldAfter. */
     void operator()(Clock::time_point now) {
         if (idle_since_ == Clock::time_point()) idle_since_ = now;
@@ -46,25 +47,29 @@ public:
 #endif
         } else {
             sched_yield();
+            yields_.add();
         }
     }
     /** A poll found work: the next idle starts afresh. */
     void reset() { idle_since_ = Clock::time_point(); }
 
 private:
+    Tally &yields_;
     Clock::time_point idle_since_;
 };
 
-void signal_fd(int fd) {
+void signal_fd(int fd, Tally &wakeups) {
     uint64_t one = 1;
     ssize_t ignored = write(fd, &one, sizeof one);
     (void)ignored;
+    wakeups.add();
 }
 
-void drain_fd(int fd) {
+void drain_fd(int fd, Tally &drains) {
     uint64_t count;
     ssize_t ignored = read(fd, &count, sizeof count);
     (void)ignored;
+    drains.add();
 }
 
 /** Sleeps until one of `fds` is readable or `until` passes. */
@@ -131,16 +136,20 @@ Status Progress::start(int cpu) {
 void Progress::stop() {
     if (!thread_.joinable()) return;
     stopping_.store(true);
-    signal_fd(wake_fd_);
+    signal_fd(wake_fd_, counters_.wakeups);
     thread_.join();
 }
 
 int Progress::poll_locked() {
     int n = transport_.net().poll(transport_.ctx(), events_.data(), kMaxEventsPerPoll);
     if (n > 0) {
+        counters_.polls.add();
+        counters_.completions.add(static_cast<uint64_t>(n));
         // Whoever polled: a waiter's completions keep the NetRecv thread's window open too.
         last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
         dispatch_(events_.data(), n);
+    } else if (n == 0) {
+        counters_.empty_polls.add();
     }
     run_background();
     return n;
@@ -170,17 +179,17 @@ int Progress::poll_once() {
 // completion) with its fd not readable, and whoever sleeps on it may have
 // armed before that poll: so a thread that polled wakes it to look again.
 void Progress::hand_back() {
-    if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_);
+    if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_, counters_.wakeups);
     wake_transport_waiter();
 }
 
 // Once per arming: the flag is taken by whoever signals.
 void Progress::wake_transport_waiter() {
-    if (transport_waiter_armed_.exchange(false)) signal_fd(waiter_wake_fd_);
+    if (transport_waiter_armed_.exchange(false)) signal_fd(waiter_wake_fd_, counters_.wakeups);
 }
 
 void Progress::wake_netrecv() {
-    if (netrecv_sleep_.load() != kAwake) signal_fd(wake_fd_);
+    if (netrecv_sleep_.load() != kAwake) signal_fd(wake_fd_, counters_.wakeups);
 }
 
 void Progress::notify_waiters() {
@@ -193,12 +202,13 @@ void Progress::notify_waiters() {
     if (sleepers_.fetch_add(0, std::memory_order_acq_rel) == 0) return;
     std::lock_guard lock(wait_mu_);
     wait_cv_.notify_all();
+    counters_.wakeups.add();
 }
 
 void Progress::set_mode(PollMode mode) {
     mode_.store(mode, std::memory_order_relaxed);
     // A NetRecv thread asleep in blocking mode must notice it should spin now.
-    if (wake_fd_ >= 0) signal_fd(wake_fd_);
+    if (wake_fd_ >= 0) signal_fd(wake_fd_, counters_.wakeups);
 }
 
 Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_point deadline) {
@@ -208,7 +218,7 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
                                                           : Clock::now();
     spinners_.fetch_add(1);
     bool timed_out = false, polled = false;
-    IdleSpin idle;
+    IdleSpin idle(counters_.yields);
     while (!ready()) {
         auto now = Clock::now();
         if (now >= deadline) {
@@ -228,7 +238,7 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
         spinners_.fetch_sub(1);
         // NetRecv is parked while we spun, or, had it gone to sleep on the
         // transport just before, must leave it to us.
-        if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_);
+        if (netrecv_sleep_.load() == kOnTransport) signal_fd(wake_fd_, counters_.wakeups);
         Status waited = wait_on_transport(ready, deadline, fd);
         transport_waiter_.store(0);
         stop_driving();
@@ -246,6 +256,7 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
     sleepers_.fetch_add(1);
     wake_netrecv();
     std::unique_lock lock(wait_mu_);
+    counters_.condvar_sleeps.add();
     bool done = wait_cv_.wait_until(lock, deadline, ready);
     sleepers_.fetch_sub(1);
     return done ? Status::ok() : Status(Code::kTimeout, "timed out");
@@ -291,8 +302,9 @@ Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::ti
         }
         pollfd fds[2] = {{fd, POLLIN, 0}, {waiter_wake_fd_, POLLIN, 0}};
         sleep_on(fds, 2, wake_by);
+        counters_.transport_sleeps.add();
         transport_waiter_armed_.store(false);
-        if (fds[1].revents & POLLIN) drain_fd(waiter_wake_fd_);
+        if (fds[1].revents & POLLIN) drain_fd(waiter_wake_fd_, counters_.drains);
     }
     transport_waiter_armed_.store(false);
     return Status::ok();
@@ -303,6 +315,7 @@ bool Progress::sleep_on_transport() {
     int fd = -1;
     if (!(transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD) || ops.get_wait_fd(transport_.ctx(), &fd) != 0) {
         std::this_thread::sleep_for(kNapWithoutFd);
+        counters_.naps.add();
         return false;
     }
     // Announced before arming: a poll by another thread after arm() sees it
@@ -319,8 +332,9 @@ bool Progress::sleep_on_transport() {
     }
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     ::poll(fds, 2, -1);
+    counters_.transport_sleeps.add();
     netrecv_sleep_.store(kAwake);
-    if (fds[1].revents & POLLIN) drain_fd(wake_fd_);
+    if (fds[1].revents & POLLIN) drain_fd(wake_fd_, counters_.drains);
     return true;
 }
 
@@ -330,14 +344,15 @@ void Progress::park_netrecv() {
     if (spinners_.load() + transport_waiter_.load() > 0 && !background_pending_.load(std::memory_order_relaxed)) {
         pollfd fd{wake_fd_, POLLIN, 0};
         ::poll(&fd, 1, kParkRecheckMs);
-        if (fd.revents & POLLIN) drain_fd(wake_fd_);
+        counters_.naps.add();
+        if (fd.revents & POLLIN) drain_fd(wake_fd_, counters_.drains);
     }
     netrecv_sleep_.store(kAwake);
 }
 
 void Progress::run() {
     last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    IdleSpin idle;
+    IdleSpin idle(counters_.yields);
     while (!stopping_.load(std::memory_order_relaxed)) {
         int n = try_progress();
         if (n < 0) {
@@ -361,6 +376,7 @@ void Progress::run() {
         if (background_pending_.load(std::memory_order_relaxed)) {
             // Device events have no fd to sleep on: look again shortly.
             std::this_thread::sleep_for(kNapWithoutFd);
+            counters_.naps.add();
             continue;
         }
         if (caller_drives) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config.h"
+#include "counters.h"
 #include "module_loader.h"
 #include "status.h"
 
@@ -87,6 +88,9 @@ public:
     /** Wakes the NetRecv thread if it sleeps: there is background work for it. */
     void wake_netrecv();
 
+    /** Polls, sleeps, wake-ups and yields so far (readable from any thread). */
+    const ProgressCounters &counters() const { return counters_; }
+
     PollMode mode() const { return mode_.load(std::memory_order_relaxed); }
     /** Changes the polling mode; takes effect at the next wait or idle period. */
     void set_mode(PollMode mode);
@@ -120,6 +124,7 @@ private:
     bool sleep_on_transport();
 
     const Module &transport_;
+    ProgressCounters counters_;
     std::atomic<PollMode> mode_;
     const std::chrono::microseconds adaptive_spin_;
     const Dispatch dispatch_;

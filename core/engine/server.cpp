@@ -15,7 +15,7 @@ std::string worker_name(int32_t w) { return "worker " + std::to_string(w); }
 }  // namespace
 
 ServerEngine::ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers) : ctx_(ctx), rank_(rank) {
-    for (int32_t i = 0; i < num_workers; ++i) workers_.push_back(std::make_unique<Worker>());
+    for (int32_t i = 0; i < num_workers; ++i) workers_.push_back(std::make_unique<Worker>(ctx_.counters.peer(i)));
 }
 
 ServerEngine::~ServerEngine() {
@@ -43,7 +43,7 @@ Status ServerEngine::attach_worker(const wire::Ident &ident, afmesh_net_conn *co
         return {Code::kInvalidArgument, "IDENT from unknown " + worker_name(worker_rank)};
     Worker &worker = *workers_[worker_rank];
     if (worker.outbox) return {Code::kInvalidArgument, "second connection from " + worker_name(worker_rank)};
-    worker.outbox = std::make_unique<Outbox>(ctx_.transport, conn);
+    worker.outbox = std::make_unique<Outbox>(ctx_.transport, conn, ctx_.counters.peer(worker_rank));
     for (const auto &[key, slice] : worker.slices) advertise(worker_rank, key, slice);
     if (ctx_.mailbox_entries == 0 || ident.mailbox.entries == 0) return Status::ok();
     if (Status s = Mailbox::create(ctx_.registry, ctx_.mailbox_entries, &worker.mailbox); !s) {
@@ -166,6 +166,11 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int3
     }
     Inbound &in = worker.inbound[req.slot];
     if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
+    worker.counters.requests.add();
+    if (req.eager) worker.counters.eager_requests.add();
+    if (entry >= 0) worker.counters.mailbox_requests.add();
+    if (!req.aborted)
+        for (const wire::TensorMeta &t : req.pushes) worker.counters.push_bytes.add(t.bytes);
     if (req.eager) {
         // The bytes are the message's, lent until this returns: into the slices now.
         const uint8_t *from = req.eager_data;
@@ -300,6 +305,7 @@ void ServerEngine::update_ready_counters() {
 }
 
 void ServerEngine::protocol_error(int32_t worker_rank, const std::string &what) {
+    workers_[worker_rank]->counters.protocol_errors.add();
     AFMESH_LOG(AFMESH_LOG_ERROR, "%s violated the protocol: %s", worker_name(worker_rank).c_str(), what.c_str());
     if (Outbox *outbox = workers_[worker_rank]->outbox.get())
         ctx_.transport.net().close(ctx_.transport.ctx(), outbox->conn());
@@ -604,6 +610,7 @@ Status ServerEngine::conclude(const afmesh_request &request, Worker &worker, wir
         segs[n++] = worker.mailbox->stage(entry, scratch_, worker.worker_mailbox);
         const uint32_t carrier = imm::encode_carrier(imm::Direction::kResponse, static_cast<uint16_t>(entry));
         s = worker.outbox->write(segs, n, carrier, AFMESH_NET_SIGNAL, cookie);
+        if (s) count_response(worker, response);
     } else {
         s = send_response(worker, response);
     }
@@ -622,7 +629,16 @@ void ServerEngine::encode_response(wire::Response &response) {
 
 Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
     encode_response(response);
-    return worker.outbox->send(scratch_);
+    Status s = worker.outbox->send(scratch_);
+    if (s) count_response(worker, response);
+    return s;
+}
+
+void ServerEngine::count_response(Worker &worker, const wire::Response &response) {
+    worker.counters.responses.add();
+    if (response.eager) worker.counters.eager_responses.add();
+    if (response.carried) worker.counters.mailbox_responses.add();
+    for (uint64_t bytes : response.pull_bytes) worker.counters.pull_bytes.add(bytes);
 }
 
 void ServerEngine::answer_aborted(int32_t worker_rank, const wire::Request &request) {

@@ -99,6 +99,8 @@ private:
         int32_t entry = -1;  // of the mailbox, when the REQUEST came through it
     };
     struct Worker {
+        explicit Worker(PeerCounters &c) : counters(c) {}
+        PeerCounters &counters;
         std::unique_ptr<Outbox> outbox;
         std::atomic<bool> failed{false};  // also read by respond() while it waits, without the lock
         bool failure_reported = false;    // by get_batch in ANY mode
@@ -123,6 +125,8 @@ private:
     void encode_response(wire::Response &response);
     /** Stamps responded_ns and sends the RESPONSE. */
     Status send_response(Worker &worker, wire::Response &response);
+    /** Counts a RESPONSE the transport took. */
+    static void count_response(Worker &worker, const wire::Response &response);
     /** Whether a RESPONSE of `count` answers to `request` can ride on its last answer's write. */
     bool carries(const afmesh_request &request, size_t count) const;
     /**

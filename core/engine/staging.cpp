@@ -62,12 +62,14 @@ Status Staging::copy(void *dst, const void *src, uint64_t bytes) const {
     if (bytes == 0) return Status::ok();
     take_module_error();
     int rc = dev().memcpy_sync(device_.ctx(), dst, src, bytes);
+    count_copy(bytes);
     return rc == AFMESH_HAL_OK ? Status::ok() : Status(static_cast<Code>(rc), "staging copy failed: " + take_module_error());
 }
 
 Status Staging::copy_async(void *dst, const void *src, uint64_t bytes, void *stream) const {
     take_module_error();
     int rc = dev().memcpy_async(device_.ctx(), dst, src, bytes, stream);
+    count_copy(bytes);
     return rc == AFMESH_HAL_OK ? Status::ok()
                                : Status(static_cast<Code>(rc), "staging copy on the caller's stream failed: " + take_module_error());
 }

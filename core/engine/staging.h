@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "afmesh/hal/device.h"
+#include "counters.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "status.h"
@@ -56,6 +57,9 @@ public:
     Staging &operator=(const Staging &) = delete;
 
     uint64_t chunk_bytes() const { return chunk_bytes_; }
+    /** Copies made (or queued on a stream) so far, and their bytes: the staging_* fields of afmesh_stats. */
+    uint64_t copies() const { return copies_.get(); }
+    uint64_t copied_bytes() const { return copied_bytes_.get(); }
 
     /** True when memory of `kind` must be staged: the transport cannot register it. */
     bool needed(uint32_t kind) const { return !transport_registers(transport_, kind); }
@@ -93,12 +97,17 @@ public:
 private:
     static constexpr uint64_t kMinCapacity = 4096;
     const afmesh_device_ops &dev() const { return device_.device(); }
+    void count_copy(uint64_t bytes) const {
+        copies_.add();
+        copied_bytes_.add(bytes);
+    }
 
     const Module &device_;
     const Module &transport_;
     MemoryRegistry &registry_;
     const int device_id_;
     const uint64_t chunk_bytes_;
+    mutable Tally copies_, copied_bytes_;  // counted by the const copy calls
     std::mutex mu_;  // the pools; never held across a device call that waits
     std::multimap<uint64_t, Buffer> free_;
     std::vector<Buffer> all_;

@@ -53,7 +53,7 @@ WorkerEngine::~WorkerEngine() {
 
 void WorkerEngine::attach_server(int32_t server_rank, afmesh_net_conn *conn) {
     Server &server = servers_[server_rank];
-    server.outbox = std::make_unique<Outbox>(ctx_.transport, conn);
+    server.outbox = std::make_unique<Outbox>(ctx_.transport, conn, ctx_.counters.peer(server_rank));
     if (ctx_.mailbox_entries == 0) return;
     if (Status s = Mailbox::create(ctx_.registry, ctx_.mailbox_entries, &server.mailbox); !s)
         AFMESH_LOG(AFMESH_LOG_WARN, "server %d: no mailbox (%s): REQUESTs and RESPONSEs go as messages",
@@ -261,7 +261,10 @@ void WorkerEngine::issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle
     op.state.store(kPending);
     op.gates = std::move(gates);
     op.next_gate = 0;
+    op.issued_ns = monotonic_ns();
     *handle = (static_cast<afmesh_handle>(op.sequence) << 16) | slot;
+    ctx_.counters.push_pulls.started.add();
+    for (const Part &part : op.parts) ctx_.counters.peer(part.server).push_pulls.started.add();
     if (!op.gates.empty()) {
         // With a stream every device push is gated: nothing of it goes before its gate opens.
         for (PushSpec &push : op.pushes)
@@ -274,7 +277,10 @@ void WorkerEngine::issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle
     for (uint32_t i = 0; i < op.parts.size(); ++i) {
         Server &server = servers_[op.parts[i].server];
         // Behind parked work for the same server, nothing overtakes.
-        if (!server.parked.empty() || !advance(slot, op.parts[i])) server.parked.push_back({slot, i, op.sequence});
+        if (!server.parked.empty() || !advance(slot, op.parts[i])) {
+            server.parked.push_back({slot, i, op.sequence});
+            ctx_.counters.peer(op.parts[i].server).credit_waits.add();
+        }
         if (!op.error.is_ok()) break;
     }
     finish_if_settled(slot);
@@ -473,6 +479,12 @@ void WorkerEngine::send_request(uint16_t slot, Part &part, const afmesh_net_writ
     if (!sent) return fail_server(part.server, sent);
     part.request_sent = true;
     part.aborted = aborted;
+    PeerCounters &counters = ctx_.counters.peer(part.server);
+    counters.requests.add();
+    if (request_.eager) counters.eager_requests.add();
+    if (part.entry >= 0) counters.mailbox_requests.add();
+    if (!aborted)
+        for (uint32_t i : part.pushes) counters.push_bytes.add(op.pushes[i].tensor.bytes);
 }
 
 void WorkerEngine::advance_parked(int32_t server_rank) {
@@ -545,6 +557,7 @@ void WorkerEngine::on_response(int32_t server_rank, const wire::Response &respon
         pull.received_bytes = response.pull_bytes[i];
     }
     if (response.eager) take_eager_answers(op, *part, response);
+    count_response(server_rank, response, entry);
     AFMESH_LOG(AFMESH_LOG_TRACE, "server %d, slot %u: %zu answers arrived in %u writes%s", server_rank,
                response.slot, response.pull_bytes.size(), response.pull_writes + response.carried,
                response.carried ? ", the last carrying the RESPONSE" : "");
@@ -555,6 +568,7 @@ void WorkerEngine::on_response(int32_t server_rank, const wire::Response &respon
     part->trace.arrived = response.arrived_ns;
     part->trace.processed = response.processed_ns;
     part->trace.responded = response.responded_ns;
+    part->answer_failed = response.failed;
     if (response.failed)
         fail_op(response.slot, {Code::kError, "server " + std::to_string(server_rank) +
                                                   " could not send its whole answer (a device copy failed there; "
@@ -610,6 +624,7 @@ void WorkerEngine::finish_if_settled(uint16_t slot) {
     // they must hold the answers first (a copy under the lock, only then).
     if (op.error.is_ok() && op.flag_armed)
         if (Status s = deliver(op); !s) op.error = s;
+    count_outcome(op);
     op.state.store(op.error.is_ok() ? kDone : kFailed);
     release_stream(slot);
     ctx_.progress.notify_waiters();
@@ -676,7 +691,29 @@ void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
     finish_if_settled(slot);
 }
 
+void WorkerEngine::count_response(int32_t server_rank, const wire::Response &response, int32_t entry) {
+    PeerCounters &counters = ctx_.counters.peer(server_rank);
+    counters.responses.add();
+    if (response.eager) counters.eager_responses.add();
+    if (entry >= 0) counters.mailbox_responses.add();
+    for (uint64_t bytes : response.pull_bytes) counters.pull_bytes.add(bytes);
+}
+
+void WorkerEngine::count_outcome(const Op &op) {
+    auto outcome = [](OutcomeCounters &c, bool ok, bool peer_failed) -> Tally & {
+        return ok ? c.completed : peer_failed ? c.peer_failed : c.failed;
+    };
+    NodeCounters &counters = ctx_.counters;
+    outcome(counters.push_pulls, op.error.is_ok(), op.error.code() == Code::kPeerFailed).add();
+    if (op.error.is_ok()) counters.latency.record(monotonic_ns() - op.issued_ns);
+    for (const Part &part : op.parts) {
+        const bool answered = part.done && !part.answer_failed;
+        outcome(counters.peer(part.server).push_pulls, answered, !part.done && servers_[part.server].failed).add();
+    }
+}
+
 void WorkerEngine::protocol_error(int32_t server, const std::string &what) {
+    ctx_.counters.peer(server).protocol_errors.add();
     AFMESH_LOG(AFMESH_LOG_ERROR, "server %d violated the protocol: %s", server, what.c_str());
     if (Outbox *outbox = servers_[server].outbox.get()) ctx_.transport.net().close(ctx_.transport.ctx(), outbox->conn());
     fail_server(server, {Code::kPeerFailed, "protocol violation: " + what});

@@ -122,6 +122,7 @@ private:
         bool eager = false;          // the pushes travel inside the REQUEST (decided when claimed)
         bool eager_answers = false;  // the REQUEST offers to take the answers inside the RESPONSE
         bool request_sent = false, aborted = false, response_arrived = false, done = false;
+        bool answer_failed = false;  // the RESPONSE said the server could not send its whole answer
         uint32_t imms = 0;
         afmesh_trace trace{};
         uint32_t answer_writes = 0;       // announced by the RESPONSE
@@ -136,6 +137,7 @@ private:
         bool in_use = false;   // issued and not yet waited
         bool retired = false;  // waited: results stay readable until the slot is reused
         uint32_t sequence = 0;  // handle = sequence << 16 | slot
+        uint64_t issued_ns = 0;  // when push_pull() issued it: its completion time is counted from here
         std::vector<PushSpec> pushes;
         std::vector<PullSpec> pulls;
         std::vector<Part> parts;
@@ -236,6 +238,10 @@ private:
     /** Ends the op (done or failed) once every part is answered, failed or will never be posted. */
     void finish_if_settled(uint16_t slot);
     void protocol_error(int32_t server, const std::string &what);
+    /** Counts an accepted RESPONSE (entry: its mailbox entry, -1 for a message). */
+    void count_response(int32_t server, const wire::Response &response, int32_t entry);
+    /** Counts how a settling op ended, and each of its parts. */
+    void count_outcome(const Op &op);
 
     EngineContext ctx_;
     const int32_t rank_;

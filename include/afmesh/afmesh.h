@@ -318,6 +318,129 @@ AFMESH_API afmesh_status afmesh_respond(afmesh_node *node, afmesh_request *reque
 AFMESH_API afmesh_status afmesh_respond_vec(afmesh_node *node, const afmesh_tensor *buffer, const int64_t *counts,
                                             afmesh_request *const *requests, size_t num_requests);
 
+/* ---------------------------------------------------------------- counters */
+
+/**
+ * Buckets of the push-pull latency histogram: bucket i counts push-pulls
+ * that completed within 2^i microseconds (and not within 2^(i-1)); the last
+ * bucket also counts every longer one.
+ */
+#define AFMESH_STATS_LATENCY_BUCKETS 24
+
+/**
+ * What a node has done since it was created. Every field is a counter that
+ * only grows. The engine keeps them anyway (relaxed atomics, no lock, no
+ * system call on the hot path), so reading them costs the caller a copy and
+ * never stops traffic; under traffic the fields are each exact but not one
+ * snapshot (a response may be counted before its push-pull is).
+ *
+ * "Push" and "pull" name the direction of the AF step, not the side: a
+ * worker sends its pushes and receives its pulls, a server the reverse, so
+ * a worker's push_bytes to a server equal that server's push_bytes from it.
+ *
+ * afmesh_stats_get fills the node's totals; afmesh_peer_stats_get the share
+ * of one peer (a server for a worker, a worker for a server). For every
+ * field marked [peer], the peers' shares add up to the node's total. The
+ * push_pulls_* fields of a peer count the push-pulls that involved it, by
+ * how its part ended, so they add up to more than the node's when
+ * push-pulls span several servers. Fields marked [node] are the node's
+ * alone and read 0 for a peer.
+ */
+typedef struct afmesh_stats {
+    size_t struct_size;
+
+    /* Worker: push-pulls (a peer's: the push-pulls that involved it). */
+    uint64_t push_pulls_started;
+    uint64_t push_pulls_completed;    /**< ended OK */
+    uint64_t push_pulls_peer_failed;  /**< ended PEER_FAILED (a server failed or stopped) */
+    uint64_t push_pulls_failed;       /**< ended with any other error: a device stream, a protocol error */
+
+    /* Traffic [peer]. */
+    uint64_t requests;        /**< REQUESTs sent (worker) or received (server) */
+    uint64_t responses;       /**< RESPONSEs received (worker) or sent (server) */
+    uint64_t push_bytes;      /**< tensor bytes pushed: sent (worker) or received (server) */
+    uint64_t pull_bytes;      /**< tensor bytes answered: received (worker) or sent (server) */
+    uint64_t eager_requests;  /**< REQUESTs that carried their push tensors inline (AFMESH_EAGER_BYTES) */
+    uint64_t eager_responses; /**< RESPONSEs that carried their answers inline */
+    uint64_t mailbox_requests;  /**< REQUESTs that rode a tensor write into the server's mailbox */
+    uint64_t mailbox_responses; /**< RESPONSEs that rode an answer write into the worker's mailbox */
+    uint64_t credit_waits;    /**< worker: parts that waited for a receive slice (still busy, or being grown) */
+
+    /* Transport operations the engine posted [peer]. */
+    uint64_t writes;          /**< one-sided writes with an immediate (write_imm) */
+    uint64_t gathered_writes; /**< gathered writes (write_imm_v: a tensor and a mailbox message in one) */
+    uint64_t messages;        /**< two-sided messages (send: REQUESTs, RESPONSEs, adverts, heartbeats...) */
+    uint64_t queue_full;      /**< posts the transport refused for a full send queue (queued and retried) */
+    uint64_t heartbeats_missed; /**< heartbeat intervals in which the peer was silent */
+    uint64_t protocol_errors;   /**< messages that broke the protocol (the peer is failed) */
+
+    /* Progress [node]. */
+    uint64_t completions;        /**< transport events polled */
+    uint64_t polls;              /**< transport polls that found something */
+    uint64_t empty_polls;        /**< transport polls that found nothing */
+    uint64_t transport_sleeps;   /**< sleeps on the transport's wait fd */
+    uint64_t condvar_sleeps;     /**< sleeps on the condition variable (a waiter while another polls) */
+    uint64_t naps;               /**< the progress thread's naps while a caller polls, or without a wait fd */
+    uint64_t wakeups;            /**< wake-ups sent to a sleeping thread */
+    uint64_t yields;             /**< sched_yield() of spinning threads */
+    uint64_t connections_refused; /**< data connections dropped in the handshake (strangers, stale incarnations) */
+    uint64_t staging_copies;     /**< copies between device memory and pinned host staging buffers */
+    uint64_t staging_bytes;      /**< bytes those copies moved */
+    /**
+     * System calls: the engine's own (sleeps, wake-ups, yields) plus those the
+     * transport module counts (its "syscalls" counter, see
+     * afmesh_transport_counters; 0 for a module that does not count).
+     */
+    uint64_t syscalls;
+
+    /* Worker: completion time of push-pulls that ended OK [node]. */
+    uint64_t latency_ns_sum;
+    uint64_t latency_buckets[AFMESH_STATS_LATENCY_BUCKETS];
+} afmesh_stats;
+
+/**
+ * Fills `stats` (set stats->struct_size; a smaller struct of an older
+ * version gets the fields it has) with the node's totals.
+ * INVALID_ARGUMENT for the scheduler role or a struct_size below the first
+ * version's.
+ */
+AFMESH_API afmesh_status afmesh_stats_get(afmesh_node *node, afmesh_stats *stats);
+/**
+ * As afmesh_stats_get, for one peer: `peer` is a server rank on a worker and
+ * a worker rank on a server. NOT_FOUND for a rank outside the cluster.
+ */
+AFMESH_API afmesh_status afmesh_peer_stats_get(afmesh_node *node, int32_t peer, afmesh_stats *stats);
+
+/** One counter of the transport module. */
+typedef struct afmesh_counter {
+    const char *name; /**< snake_case, stable across versions, e.g. "sendmsg_calls" */
+    const char *help; /**< one line saying what it counts */
+    uint64_t value;
+} afmesh_counter;
+
+/**
+ * Copies the transport module's own counters (system calls by kind,
+ * operations posted, retries, error completions: whatever the module counts)
+ * into up to `capacity` entries of `counters`; *count receives how many the
+ * module has (call again with more room when it exceeds `capacity`). The
+ * strings live as long as the node. A module that counts nothing reports 0.
+ */
+AFMESH_API afmesh_status afmesh_transport_counters(afmesh_node *node, afmesh_counter *counters, size_t capacity,
+                                                   size_t *count);
+
+/* ---------------------------------------------------------------- logging */
+
+/**
+ * Receives the library's log lines instead of stderr: `level` (0 error, 1
+ * warn, 2 info, 3 debug, 4 trace), `line` the whole line without a newline
+ * ("2026-12-06T17:52:27.123456Z afmesh[pid] worker 0 warn core: ..."),
+ * `user` as given. Called from whichever thread logs, possibly several at
+ * once; it must not call back into afmesh. Lines above AFMESH_LOG_LEVEL
+ * are never formatted. NULL restores stderr.
+ */
+typedef void (*afmesh_log_handler)(int level, const char *line, void *user);
+AFMESH_API afmesh_status afmesh_set_log_handler(afmesh_log_handler handler, void *user);
+
 #ifdef __cplusplus
 }
 #endif

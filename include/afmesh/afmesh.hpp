@@ -124,7 +124,31 @@ public:
         check(afmesh_respond(node_, request, tensors.data(), tensors.size()));
     }
 
+    /** The node's counters (afmesh_stats_get). */
+    afmesh_stats stats() const { return stats_of(-1); }
+    /** One peer's share of them: a server's on a worker, a worker's on a server. */
+    afmesh_stats peer_stats(int32_t peer) const { return stats_of(peer); }
+    /** The transport module's own counters, by name. */
+    std::vector<afmesh_counter> transport_counters() const {
+        std::vector<afmesh_counter> counters(32);
+        size_t count = 0;
+        check(afmesh_transport_counters(node_, counters.data(), counters.size(), &count));
+        if (count > counters.size()) {
+            counters.resize(count);
+            check(afmesh_transport_counters(node_, counters.data(), counters.size(), &count));
+        }
+        counters.resize(count);
+        return counters;
+    }
+
 private:
+    afmesh_stats stats_of(int32_t peer) const {
+        afmesh_stats out{};
+        out.struct_size = sizeof out;
+        check(peer < 0 ? afmesh_stats_get(node_, &out) : afmesh_peer_stats_get(node_, peer, &out));
+        return out;
+    }
+
     afmesh_node *node_ = nullptr;
 };
 

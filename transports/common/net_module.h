@@ -83,8 +83,8 @@ int guarded(const char *what, Body &&body) noexcept {
  * The afmesh_net_ops table of a module whose state is `Context`, which
  * provides: static int create(afmesh_net_caps *, Context **), and the
  * members listen, connect, accept, close, mem_register, mem_deregister,
- * write_imm, send, poll, wait_fd, arm, describe and write_imm_v (which
- * also gets the segments' total, checked not to overflow) with the
+ * write_imm, send, poll, wait_fd, arm, describe, counters and write_imm_v
+ * (which also gets the segments' total, checked not to overflow) with the
  * entries' arguments less the context. Each entry refuses a null context
  * and malformed arguments before the module sees them.
  */
@@ -205,10 +205,14 @@ private:
         if (!buf || len == 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "describe: null buffer");
         return with_context(ctx, "describe", [&](Context &c) { return c.describe(buf, len); });
     }
+    static int counters(void *ctx, afmesh_net_counter *out, uint32_t capacity) {
+        if (!out && capacity > 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "counters: null array");
+        return with_context(ctx, "counters", [&](Context &c) { return c.counters(out, capacity); });
+    }
 
     static constexpr afmesh_net_ops kTable = {
         sizeof(afmesh_net_ops), init, fini, listen,      connect, accept, close,   mem_register,
-        mem_deregister,         write_imm, send, poll, get_wait_fd, arm, describe, write_imm_v,
+        mem_deregister,         write_imm, send, poll, get_wait_fd, arm, describe, write_imm_v, counters,
     };
 };
 

@@ -486,6 +486,7 @@ void Context::wake() {
     const uint64_t one = 1;
     // Fails only when the counter is saturated, i.e. already signalled.
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+    fabric_.counters.add(kEventfdCalls);
 }
 
 int Context::wait_fd(int *fd) const {

@@ -81,6 +81,8 @@ public:
     int wait_fd(int *fd) const;
     int arm();
     int describe(char *buf, size_t len);
+    /** counters(): libfabric calls and this module's own system calls so far. */
+    int counters(afmesh_net_counter *out, uint32_t capacity) const { return fabric_.counters.report(out, capacity); }
 
 private:
     /** An event ready for poll(); `slot` is the receive buffer its data lives in, reposted after delivery. */

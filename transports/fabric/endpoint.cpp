@@ -227,10 +227,14 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
         if (op.conn) op.conn->outstanding.fetch_sub(1, std::memory_order_relaxed);
         ctx->conn = nullptr;
         ctx->bounce = -1;
-        if (rc == -FI_EAGAIN) return AFMESH_HAL_AGAIN;
+        if (rc == -FI_EAGAIN) {
+            fabric_.counters.add(kPostsRefused);
+            return AFMESH_HAL_AGAIN;
+        }
         why->format("%s: %s", op.is_write ? "fi_writemsg" : "fi_send", fi_strerror(-rc));
         return status_of(-rc);
     }
+    fabric_.counters.add(op.is_write ? kWritePosts : kSendPosts);
     free_ops_ = ctx->next_free;
     if (bounce >= 0) free_bounces_.pop_back();
     return AFMESH_HAL_OK;
@@ -323,8 +327,12 @@ void Endpoint::repost(RecvSlot *slot) {
     for (int attempt = 0; (rc = static_cast<int>(fi_recv(ep_, slot->data, kMessageBufferSize, slot->desc,
                                                          FI_ADDR_UNSPEC, &slot->fi))) == -FI_EAGAIN &&
                           attempt < 16;
-         ++attempt)
+         ++attempt) {
+        fabric_.counters.add(kPostsRefused);
         fi_cq_read(cq_, nullptr, 0);
+        fabric_.counters.add(kCqReads);
+    }
+    if (rc == 0) fabric_.counters.add(kRecvPosts);
     if (rc != 0) host_log(AFMESH_LOG_WARN, "reposting a receive buffer: %s; one fewer posted", fi_strerror(-rc));
 }
 

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "counters.h"
+
 namespace afmesh::fabric {
 
 struct Fabric {
@@ -30,6 +32,7 @@ struct Fabric {
     // One endpoint serves every connection (attributed by header ids and
     // write tags) instead of one endpoint per connection (context.h).
     bool shared_endpoint = false;
+    Counters counters{kCounterSpecs};  // bumped by the context and its endpoints
 };
 
 }  // namespace afmesh::fabric

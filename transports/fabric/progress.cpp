@@ -122,6 +122,7 @@ int Context::poll(afmesh_net_event *events, int max) {
         uint64_t count;
         [[maybe_unused]] ssize_t a = read(wake_fd_, &count, sizeof count);
         [[maybe_unused]] ssize_t b = read(timer_fd_, &count, sizeof count);
+        fabric_.counters.add(kEventfdCalls, 2);
     }
     // By index: a HELLO handled here may open an endpoint for its connection.
     for (size_t i = 0; i < endpoints_.size(); ++i) progress(endpoints_[i].get());
@@ -150,6 +151,7 @@ void Context::progress(Endpoint *endpoint) {
     fi_cq_data_entry entries[kCqBatch];
     for (int read = 0; read < kCqBudget;) {
         const ssize_t got = fi_cq_read(endpoint->cq(), entries, kCqBatch);
+        fabric_.counters.add(kCqReads);
         if (got == -FI_EAGAIN) return;
         if (got == -FI_EAVAIL) {
             on_error(endpoint);
@@ -187,6 +189,7 @@ void Context::on_error(Endpoint *endpoint) {
     fi_cq_err_entry entry;
     Failure failure;
     if (!read_cq_error(endpoint->cq(), &entry, "operation failed", &failure)) return;
+    fabric_.counters.add(kCqErrors);
     if (TxOp *op = endpoint->transmit_op(entry.op_context)) {
         on_transmit(endpoint, op, &failure);
     } else if (RecvSlot *slot = endpoint->receive_slot(entry.op_context)) {
@@ -427,8 +430,10 @@ int Context::arm() {
         cqs.push_back(&endpoint->cq()->fid);
         backlog = backlog || endpoint->has_backlog();
     }
-    if (!pending && !cqs.empty() && fi_trywait(fabric_.fabric, cqs.data(), static_cast<int>(cqs.size())) != 0)
-        pending = true;
+    if (!pending && !cqs.empty()) {
+        fabric_.counters.add(kTrywaits);
+        pending = fi_trywait(fabric_.fabric, cqs.data(), static_cast<int>(cqs.size())) != 0;
+    }
     if (pending) {
         sleeping_.store(false, std::memory_order_seq_cst);
         return AFMESH_HAL_AGAIN;

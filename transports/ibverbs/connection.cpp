@@ -48,7 +48,10 @@ bool Connection::repost(uint32_t slot, std::string *why) {
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
     const int rc = fabric_.api->post_recv(qp_, &wr, &bad);
-    if (rc == 0) return true;
+    if (rc == 0) {
+        fabric_.counters.add(kRecvRequests);
+        return true;
+    }
     *why = std::string("ibv_post_recv: ") + strerror(rc);
     return false;
 }
@@ -100,8 +103,10 @@ int Connection::post_locked(ibv_send_wr *chain, uint32_t count, bool signal, int
     }
     if (signal) last->send_flags |= IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
+    fabric_.counters.add(kPostSendCalls);
     if (const int rc = fabric_.api->post_send(qp_, chain, &bad); rc != 0)
         return refused_locked(chain, bad, count, slot, rc);
+    fabric_.counters.add(kSendRequests, count);
     outstanding_ += count;
     if (!signal) {
         unsignalled_ += count;

@@ -17,6 +17,7 @@
 #include "afmesh/hal/transport.h"
 #include "buffers.h"
 #include "discovery.h"
+#include "counters.h"
 #include "host.h"
 #include "wire.h"
 
@@ -29,6 +30,7 @@ struct Fabric {
     ibv_pd *pd = nullptr;
     ibv_cq *cq = nullptr;
     SendPool *pool = nullptr;
+    mutable Counters counters{kCounterSpecs};  // connections hold the Fabric const, and count through it
 };
 
 /** One RDMA write of a chain: `bytes` from `src` (under `lkey`; unused when inline) to `remote_addr` under `rkey`. */

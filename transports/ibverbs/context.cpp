@@ -444,6 +444,7 @@ int Context::poll(afmesh_net_event *events, int max) {
 
     epoll_event ready[kEpollBatch];
     const int n = epoll_wait(epoll_fd_, ready, kEpollBatch, 0);
+    fabric_.counters.add(kEpollWaitCalls);
     if (n < 0 && errno != EINTR) return host_error(AFMESH_HAL_ERROR, "poll: epoll_wait: %s", strerror(errno));
     for (int i = 0; i < n; ++i) dispatch(ready[i].data.ptr, ready[i].events);
 
@@ -458,6 +459,7 @@ void Context::dispatch(void *tag, uint32_t events) {
     if (tag == &wake_tag_) {
         uint64_t count;
         [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof count);
+        fabric_.counters.add(kEventfdCalls);
     } else if (tag == &channel_tag_) {
         drain_channel();
     } else if (tag == &async_tag_) {
@@ -476,6 +478,7 @@ void Context::drain_channel() {
     void *cq_context = nullptr;
     unsigned count = 0;
     while (api_->get_cq_event(channel_, &cq, &cq_context) == 0) ++count;
+    fabric_.counters.add(kCqEventReads, count + 1);  // the last read finds nothing
     if (count) api_->ack_cq_events(fabric_.cq, count);
 }
 
@@ -618,6 +621,7 @@ void Context::reap(EventSink &sink) {
     while (!sink.full()) {
         const int want = std::min<int>(sink.room(), 32);
         const int n = api_->poll_cq(fabric_.cq, want, batch);
+        fabric_.counters.add(kPollCqCalls);
         if (n < 0) {
             host_log(AFMESH_LOG_ERROR, "ibv_poll_cq failed: %d", n);
             return;
@@ -706,13 +710,18 @@ int Context::arm() {
     std::lock_guard lock(progress_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
     drain_channel();
+    fabric_.counters.add(kReqNotifyCalls);
     if (const int rc = api_->req_notify_cq(fabric_.cq, 0); rc != 0) {
         sleeping_.store(false, std::memory_order_seq_cst);
         return host_error(AFMESH_HAL_ERROR, "ibv_req_notify_cq: %s", strerror(rc));
     }
     ibv_wc batch[32];
     int n;
-    while ((n = api_->poll_cq(fabric_.cq, 32, batch)) > 0) stash_.insert(stash_.end(), batch, batch + n);
+    while ((n = api_->poll_cq(fabric_.cq, 32, batch)) > 0) {
+        fabric_.counters.add(kPollCqCalls);
+        stash_.insert(stash_.end(), batch, batch + n);
+    }
+    fabric_.counters.add(kPollCqCalls);  // the one that found the CQ empty
     const bool pending = !stash_.empty() || !connected_.empty() || !failed_.empty() || !replay_.empty() ||
                          !reposts_.empty() || (!incoming_.empty() && !incoming_announced_);
     if (!pending) return AFMESH_HAL_OK;
@@ -724,6 +733,7 @@ void Context::wake() {
     if (!sleeping_.exchange(false, std::memory_order_seq_cst)) return;
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);  // fails only when already signalled
+    fabric_.counters.add(kEventfdCalls);
 }
 
 int Context::describe(char *buf, size_t len) {

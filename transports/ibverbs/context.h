@@ -59,6 +59,8 @@ public:
     int wait_fd(int *fd) const;
     int arm();
     int describe(char *buf, size_t len);
+    /** counters(): work requests, CQ polls and this module's system calls so far. */
+    int counters(afmesh_net_counter *out, uint32_t capacity) const { return fabric_.counters.report(out, capacity); }
 
 private:
     /** What mem_register hands out as afmesh_net_mr. */

@@ -14,7 +14,8 @@
 namespace afmesh::tcp {
 
 Connection::Connection(Context &context, int fd, State initial, const SocketAddress &peer)
-    : context_(context), fd_(fd), peer_(format_address(peer)), state_(initial) {}
+    : context_(context), fd_(fd), peer_(format_address(peer)), state_(initial), sender_(context.counters()),
+      receiver_(context.counters()) {}
 
 Connection::~Connection() {
     if (fd_ >= 0) ::close(fd_);

@@ -149,6 +149,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
     set_no_delay(fd);
     // A non-blocking connect interrupted by a signal carries on in the background, like EINPROGRESS.
     const bool started = ::connect(fd, peer.get(), peer.length) == 0 || errno == EINPROGRESS || errno == EINTR;
+    counters_.add(kConnectCalls);
     const int error = errno;
     auto conn = make_connection(*this, fd, Connection::State::kConnecting, peer);
     std::lock_guard lock(progress_mu_);
@@ -186,6 +187,7 @@ void Context::accept_pending() {
         SocketAddress peer;
         peer.length = sizeof peer.storage;
         const int fd = accept4(listen_fd_, peer.get(), &peer.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        counters_.add(kAcceptCalls);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno == EMFILE || errno == ENFILE) {
@@ -391,6 +393,7 @@ int Context::poll(afmesh_net_event *events, int max) {
     scratch_.clear();
 
     const int ready = epoll_wait(epoll_fd_, ready_, kEpollBatch, 0);
+    counters_.add(kEpollWaitCalls);
     if (ready < 0 && errno != EINTR) return host_error(AFMESH_HAL_ERROR, "poll: epoll_wait: %s", strerror(errno));
     for (int i = 0; i < ready; ++i) dispatch(ready_[i], sink);
 
@@ -405,6 +408,7 @@ void Context::dispatch(const epoll_event &ready, EventSink &sink) {
     if (ready.data.ptr == &wake_fd_) {
         uint64_t count;
         [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof count);
+        counters_.add(kEventfdCalls);
         return;
     }
     if (ready.data.ptr == &listen_fd_) {
@@ -514,6 +518,7 @@ void Context::wake() {
     const uint64_t one = 1;
     // Fails only when the counter is saturated, i.e. already signalled.
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+    counters_.add(kEventfdCalls);
 }
 
 bool Context::set_interest(int fd, uint32_t from, uint32_t to, Connection *conn) {
@@ -521,6 +526,7 @@ bool Context::set_interest(int fd, uint32_t from, uint32_t to, Connection *conn)
     watch.events = to;
     watch.data.ptr = conn;
     const int op = from == 0 ? EPOLL_CTL_ADD : to == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+    counters_.add(kEpollCtlCalls);
     return epoll_ctl(epoll_fd_, op, fd, &watch) == 0;
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "afmesh/hal/transport.h"
+#include "counters.h"
 #include "host.h"
 #include "region_table.h"
 
@@ -75,6 +76,11 @@ public:
     int arm();
     /** describe(): the bind address, the inline threshold and the memory kinds. */
     int describe(char *buf, size_t len) const;
+    /** counters(): the system calls made so far, by kind. */
+    int counters(afmesh_net_counter *out, uint32_t capacity) const { return counters_.report(out, capacity); }
+
+    /** Counted where the system calls are made. */
+    Counters &counters() { return counters_; }
 
     // --- for connections ---
 
@@ -113,6 +119,7 @@ private:
 
     const int epoll_fd_;
     const int wake_fd_;  // eventfd: posting threads wake a poll thread asleep on the epoll fd
+    Counters counters_{kCounterSpecs};
     RegionTable regions_;
 
     std::mutex progress_mu_;

@@ -63,6 +63,7 @@ ssize_t FrameReceiver::read(int fd, iovec *iov, int count) {
     size_t wanted = 0;
     for (int i = 0; i < count; ++i) wanted += iov[i].iov_len;
     const ssize_t n = receive_iov(fd, iov, count);
+    counters_.add(kRecvmsgCalls);
     socket_empty_ = n > 0 && static_cast<size_t>(n) < wanted;
     if (n > 0) received_ += static_cast<size_t>(n);
     return n;

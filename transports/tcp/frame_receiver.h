@@ -20,6 +20,7 @@
 #include <memory>
 
 #include "afmesh/hal/transport.h"
+#include "counters.h"
 #include "host.h"
 #include "reason.h"
 #include "region_table.h"
@@ -37,6 +38,9 @@ inline constexpr size_t kReceiveBudgetBytes = 1 << 20;
 
 class FrameReceiver {
 public:
+    /** `counters`: the context's, which count the receives. */
+    explicit FrameReceiver(Counters &counters) : counters_(counters) {}
+
     enum class Result {
         kDrained,  // the socket has nothing more; wait for it to become readable
         kPaused,   // the event array is full, a message is lent out or the budget is spent: call again next poll
@@ -70,6 +74,7 @@ private:
     Step read_payload(int fd);
     void deliver(afmesh_net_conn *conn, EventSink &sink);
 
+    Counters &counters_;
     Stage stage_ = Stage::kHeader;
     FrameHeader header_;
     // The current write's destination; between frames, a one-entry cache of

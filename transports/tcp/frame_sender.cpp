@@ -71,6 +71,7 @@ FrameSender::Flush FrameSender::flush(int fd, Failure *failure) {
                 iov[iov_count++] = {const_cast<uint8_t *>(op.payload) + (at - kFrameHeaderSize), op.size() - at};
         }
         const ssize_t n = send_iov(fd, iov, iov_count);
+        counters_.add(kSendmsgCalls);
         if (n < 0) {
             if (would_block(errno)) return Flush::kBlocked;
             failure->status = AFMESH_HAL_PEER_FAILED;

@@ -7,6 +7,7 @@
 
 #include "afmesh/hal/transport.h"
 #include "copy_fifo.h"
+#include "counters.h"
 #include "host.h"
 #include "reason.h"
 #include "send_queue.h"
@@ -35,7 +36,8 @@ struct OutgoingFrame {
 
 class FrameSender {
 public:
-    FrameSender() : queue_(kSendQueueDepth), copies_(kCopyFifoBytes) {}
+    /** `counters`: the context's, which count the sends. */
+    explicit FrameSender(Counters &counters) : queue_(kSendQueueDepth), copies_(kCopyFifoBytes), counters_(counters) {}
 
     /**
      * Queues `count` frames back to back, all of them or none (one operation
@@ -66,6 +68,7 @@ public:
 private:
     SendQueue queue_;
     CopyFifo copies_;
+    Counters &counters_;
 };
 
 }  // namespace afmesh::tcp

@@ -122,6 +122,13 @@ typedef struct afmesh_net_write_seg {
  */
 #define AFMESH_NET_MORE 0x2u
 
+/** (ABI 1.3) One counter a module reports through counters(). */
+typedef struct afmesh_net_counter {
+    const char *name; /**< snake_case, e.g. "sendmsg_calls"; "syscalls" is the total the core reads */
+    const char *help; /**< one line: what it counts */
+    uint64_t value;
+} afmesh_net_counter;
+
 typedef enum afmesh_net_event_type {
     /** A signalled write_imm's source buffer may be reused. cookie is set. */
     AFMESH_NET_EV_WRITE_DONE = 1,
@@ -285,6 +292,21 @@ typedef struct afmesh_net_ops {
      */
     int (*write_imm_v)(void *ctx, afmesh_net_conn *conn, const afmesh_net_write_seg *segs, uint32_t count,
                        uint32_t imm, uint32_t flags, uint64_t cookie);
+
+    /* ---- ABI 1.3 ---- */
+
+    /**
+     * Optional: the module's own counters, for afmesh_stats_get and `afmesh
+     * bench` (what each push-pull costs in system calls and operations,
+     * counted where they happen). Writes up to `capacity` entries and returns
+     * how many the module has (call again with more room when that is more).
+     * Names are snake_case and stable; the strings live as long as the
+     * context. One name is reserved: "syscalls", every system call the
+     * context made on the data path (sends, receives, polls of its fds,
+     * wake-ups), which the core adds to its own. Counting must not slow the
+     * data path: relaxed atomics or counters owned by one thread, no lock.
+     */
+    int (*counters)(void *ctx, afmesh_net_counter *out, uint32_t capacity);
 } afmesh_net_ops;
 
 #ifdef __cplusplus
