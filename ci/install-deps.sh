@@ -7,8 +7,8 @@ packages=(
   # toolchain and test framework (most are on the image already); libclang-rt-14-dev
   # has clang's sanitizer and libFuzzer runtimes, which the fuzz preset links
   cmake ninja-build g++ clang libclang-rt-14-dev lld libgtest-dev libgmock-dev
-  # the data plane's authentication (HMAC-SHA256, random keys)
-  libssl-dev
+  # the data plane's authentication (HMAC-SHA256, random keys); JSON for the tools
+  libssl-dev nlohmann-json3-dev
   # transports: libfabric (runs for real: tcp;ofi_rxm and shm), rdma-core (compiled; no RDMA kernel here)
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev
   # device modules: Level Zero loader, ROCm HIP runtime (CUDA comes with the image at /usr/local/cuda)
@@ -17,6 +17,8 @@ packages=(
   iproute2 iptables
   # Python package and examples: pytest, numpy and torch for /usr/bin/python3; rustc for the Rust example
   python3 python3-pytest python3-numpy python3-torch rustc
+  # metrics and benchmark reports: the Prometheus collector, bench.json's schema check, its plot
+  python3-prometheus-client python3-jsonschema python3-matplotlib
 )
 
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

@@ -40,7 +40,7 @@ constexpr Command kCommands[] = {
      "usage: afmesh bench [--iters N] [--warmup N] [--seconds S] [--tokens T] [--hidden H]\n"
      "                    [--dtype bf16|fp16|fp32|fp8|int8] [--pull-dtype ...] [--microbatches M]\n"
      "                    [--layers L] [--sizes 8,65536] [--poll busy,adaptive] [--batch all|any]\n"
-     "                    [--json FILE] [--trace]\n"
+     "                    [--json FILE] [--csv FILE] [--trace]\n"
      "\n"
      "Run one per node, e.g. 'afmesh run --workers 2 --servers 2 -- afmesh bench'.\n"
      "Each worker pushes to every server and pulls one answer from each; servers\n"

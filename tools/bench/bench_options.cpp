@@ -1,8 +1,10 @@
 #include "bench_options.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace afmesh::bench {
 namespace {
@@ -19,17 +21,35 @@ bool parse_dtype(const char *name, DType *out) {
     return false;
 }
 
+// A comma-separated list; false (having said why) when an item does not parse or there is none.
 template <class T, class Parse>
-bool parse_list(const char *text, std::vector<T> *out, Parse parse) {
+bool parse_list(const char *flag, const char *text, std::vector<T> *out, Parse parse) {
     out->clear();
     std::string s = text;
     for (size_t start = 0; start <= s.size();) {
         size_t comma = s.find(',', start);
         if (comma == std::string::npos) comma = s.size();
-        if (comma > start) out->push_back(parse(s.substr(start, comma - start)));
+        if (comma > start) {
+            const std::string item = s.substr(start, comma - start);
+            std::optional<T> value = parse(item);
+            if (!value) {
+                fprintf(stderr, "afmesh bench: %s: bad item '%s'\n", flag, item.c_str());
+                return false;
+            }
+            out->push_back(std::move(*value));
+        }
         start = comma + 1;
     }
+    if (out->empty()) fprintf(stderr, "afmesh bench: %s needs at least one item\n", flag);
     return !out->empty();
+}
+
+std::optional<uint64_t> parse_size(const std::string &text) {
+    char *end = nullptr;
+    errno = 0;
+    const unsigned long long v = strtoull(text.c_str(), &end, 10);
+    if (errno || end == text.c_str() || *end || text[0] == '-') return std::nullopt;
+    return v;
 }
 
 bool positive(const char *flag, long v) {
@@ -62,8 +82,11 @@ bool parse_options(int argc, char *const *argv, Options *o) {
         else if (takes("--pull-dtype")) { if (!parse_dtype(v, &o->pull_dtype)) return false; }
         else if (takes("--microbatches")) { if (!positive(a, o->microbatches = atoi(v))) return false; }
         else if (takes("--layers")) { if (!positive(a, o->layers = atoi(v))) return false; }
-        else if (takes("--sizes")) parse_list(v, &o->sizes, [](const std::string &x) { return std::stoull(x); });
-        else if (takes("--poll")) parse_list(v, &o->polls, [](const std::string &x) { return x; });
+        else if (takes("--sizes")) { if (!parse_list(a, v, &o->sizes, parse_size)) return false; }
+        else if (takes("--poll")) {
+            if (!parse_list(a, v, &o->polls, [](const std::string &x) { return std::optional<std::string>(x); }))
+                return false;
+        }
         else if (takes("--batch")) {
             if (!strcmp(v, "all")) o->batch = AFMESH_BATCH_ALL_WORKERS;
             else if (!strcmp(v, "any")) o->batch = AFMESH_BATCH_ANY;
@@ -73,6 +96,7 @@ bool parse_options(int argc, char *const *argv, Options *o) {
             }
         }
         else if (takes("--json")) o->json = v;
+        else if (takes("--csv")) o->csv = v;
         else if (!strcmp(a, "--trace")) o->trace = true;
         else {
             fprintf(stderr, "afmesh bench: unknown option '%s'\n", a);

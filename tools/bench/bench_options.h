@@ -26,7 +26,7 @@ struct Options {
     // The servers' get_batch mode: one request from every worker (the AF
     // step), or whatever has arrived (as the floor's server answers).
     afmesh_batch_mode batch = AFMESH_BATCH_ALL_WORKERS;
-    std::string json;
+    std::string json, csv;  // where to write the report's files; "" for none
     bool trace = false;
 
     uint64_t push_bytes() const { return uint64_t{static_cast<uint64_t>(tokens)} * hidden * push_dtype.bytes; }

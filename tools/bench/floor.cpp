@@ -75,7 +75,9 @@ Status FloorEndpoint::serve(int batch_workers, FloorCard *card) {
 void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes) {
     // The size comes from the peer: never read past our buffer.
     const uint64_t n = std::min<uint64_t>(bytes, send_buf_.size());
-    transport_->net().write_imm(transport_->ctx(), conn, send_buf_.data(), n, send_mr_, &peer.rkey, 0, 0, 0, 0);
+    if (transport_->net().write_imm(transport_->ctx(), conn, send_buf_.data(), n, send_mr_, &peer.rkey, 0, 0, 0, 0) ==
+        AFMESH_HAL_OK)
+        operations_.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Answers as writes land: every answer owed to a known worker. Batching:
@@ -149,9 +151,11 @@ Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, std::chrono
     ByteWriter w(msg);
     w.u64(recv_rkey_.key);
     w.u64(recv_rkey_.addr);
-    for (afmesh_net_conn *conn : conns_)
+    for (afmesh_net_conn *conn : conns_) {
         if (ops.send(transport_->ctx(), conn, msg.data(), msg.size(), 0, 0) != AFMESH_HAL_OK)
             return {Code::kPeerFailed, "floor: send failed: " + take_module_error()};
+        operations_.fetch_add(1, std::memory_order_relaxed);
+    }
     return Status::ok();
 }
 
@@ -165,6 +169,7 @@ Status FloorEndpoint::round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint6
                                    &server_rkeys_[s], 0, static_cast<uint32_t>(pull_bytes), 0, 0)) == AFMESH_HAL_AGAIN)
             progress_->poll_once();
         if (rc != AFMESH_HAL_OK) return {Code::kPeerFailed, "floor: write failed: " + take_module_error()};
+        operations_.fetch_add(1, std::memory_order_relaxed);
     }
     const int n = static_cast<int>(conns_.size());
     if (!progress_->wait_until([&] { return answers_.load() >= n || failed_.load(); },

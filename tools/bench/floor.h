@@ -48,6 +48,12 @@ public:
     Status round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns);
     void set_mode(PollMode mode) { progress_->set_mode(mode); }
 
+    // What it cost so far (readable from any thread while it runs).
+    /** System calls: its progress loop's sleeps, wake-ups and yields, and those the transport counts. */
+    uint64_t syscalls() const { return progress_->counters().syscalls() + transport_->syscalls(); }
+    /** Transport operations it posted: write_imm and send. */
+    uint64_t operations() const { return operations_.load(std::memory_order_relaxed); }
+
 private:
     FloorEndpoint() = default;
     void dispatch(const afmesh_net_event *events, int count);
@@ -75,6 +81,8 @@ private:
     std::vector<afmesh_net_rkey> server_rkeys_;
     std::atomic<int> connected_{0}, answers_{0};
     std::atomic<bool> failed_{false};
+    // Posted from the calling thread (worker) and the progress thread (server).
+    std::atomic<uint64_t> operations_{0};
 };
 
 }  // namespace afmesh::bench
