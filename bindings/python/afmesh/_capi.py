@@ -40,6 +40,7 @@ BATCH_ALL_WORKERS, BATCH_ANY = 0, 1
 BARRIER_WORKERS, BARRIER_SERVERS, BARRIER_ALL = 1, 2, 3
 
 MAX_DIMS = 16
+STATS_LATENCY_BUCKETS = 24
 
 
 class afmesh_dtype(C.Structure):
@@ -91,11 +92,67 @@ class afmesh_trace(C.Structure):
     ]
 
 
+class afmesh_stats(C.Structure):
+    """Counters of a node or of one of its peers; see afmesh.h for what each counts."""
+
+    _fields_ = [
+        ("struct_size", C.c_size_t),
+        # worker: push-pulls
+        ("push_pulls_started", C.c_uint64),
+        ("push_pulls_completed", C.c_uint64),
+        ("push_pulls_peer_failed", C.c_uint64),
+        ("push_pulls_failed", C.c_uint64),
+        # traffic [peer]
+        ("requests", C.c_uint64),
+        ("responses", C.c_uint64),
+        ("push_bytes", C.c_uint64),
+        ("pull_bytes", C.c_uint64),
+        ("eager_requests", C.c_uint64),
+        ("eager_responses", C.c_uint64),
+        ("mailbox_requests", C.c_uint64),
+        ("mailbox_responses", C.c_uint64),
+        ("credit_waits", C.c_uint64),
+        # transport operations [peer]
+        ("writes", C.c_uint64),
+        ("gathered_writes", C.c_uint64),
+        ("messages", C.c_uint64),
+        ("queue_full", C.c_uint64),
+        ("heartbeats_missed", C.c_uint64),
+        ("protocol_errors", C.c_uint64),
+        # progress [node]
+        ("completions", C.c_uint64),
+        ("polls", C.c_uint64),
+        ("empty_polls", C.c_uint64),
+        ("transport_sleeps", C.c_uint64),
+        ("condvar_sleeps", C.c_uint64),
+        ("naps", C.c_uint64),
+        ("wakeups", C.c_uint64),
+        ("yields", C.c_uint64),
+        ("connections_refused", C.c_uint64),
+        ("staging_copies", C.c_uint64),
+        ("staging_bytes", C.c_uint64),
+        ("syscalls", C.c_uint64),
+        # worker: latency of push-pulls that ended OK [node]
+        ("latency_ns_sum", C.c_uint64),
+        ("latency_buckets", C.c_uint64 * STATS_LATENCY_BUCKETS),
+    ]
+
+
+class afmesh_counter(C.Structure):
+    _fields_ = [("name", C.c_char_p), ("help", C.c_char_p), ("value", C.c_uint64)]
+
+
 node_p = C.c_void_p
 request_p = C.c_void_p
 mr_p = C.c_void_p
 handle_t = C.c_uint64
 status_t = C.c_int
+
+# afmesh_log_handler(level, line, user). The library calls it from its own
+# threads: keep the instance alive while it is installed, and pass
+# log_handler_t() (a null function pointer; ctypes refuses None) to restore
+# stderr.
+log_handler_t = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
 
 _P = C.POINTER
 _PROTOTYPES = {
@@ -132,6 +189,10 @@ _PROTOTYPES = {
     "afmesh_request_push": (status_t, [request_p, C.c_size_t, _P(C.c_uint64), _P(afmesh_tensor)]),
     "afmesh_request_pull": (status_t, [request_p, C.c_size_t, _P(C.c_uint64), _P(afmesh_tensor)]),
     "afmesh_respond": (status_t, [node_p, request_p, _P(afmesh_tensor), C.c_size_t]),
+    "afmesh_stats_get": (status_t, [node_p, _P(afmesh_stats)]),
+    "afmesh_peer_stats_get": (status_t, [node_p, C.c_int32, _P(afmesh_stats)]),
+    "afmesh_transport_counters": (status_t, [node_p, _P(afmesh_counter), C.c_size_t, _P(C.c_size_t)]),
+    "afmesh_set_log_handler": (status_t, [log_handler_t, C.c_void_p]),
 }
 
 

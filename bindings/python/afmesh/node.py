@@ -35,6 +35,16 @@ def _create(role, scheduler, settings):
     return node.value
 
 
+def _stats_dict(stats):
+    """{field: value} of an afmesh_stats, without struct_size; latency_buckets as a list."""
+    return {name: list(getattr(stats, name)) if name == "latency_buckets" else getattr(stats, name)
+            for name, _ in stats._fields_ if name != "struct_size"}
+
+
+# The roles a Node can have, by afmesh_role.
+_ROLE_NAMES = {_capi.ROLE_WORKER: "worker", _capi.ROLE_SERVER: "server"}
+
+
 def timeout_ms(timeout):
     """Seconds (None: forever) as the C API's milliseconds (negative: forever)."""
     if timeout is None:
@@ -194,6 +204,7 @@ class Node(_Member):
         with self._live as ptr:
             errors.check(lib.afmesh_node_info(ptr, C.byref(role), C.byref(rank), C.byref(workers), C.byref(servers)))
             errors.check(lib.afmesh_node_modules(ptr, C.byref(device), C.byref(transport)))
+        self.role = _ROLE_NAMES[role.value]
         self.rank, self.num_workers, self.num_servers = rank.value, workers.value, servers.value
         self.device_module, self.transport_module = device.value.decode(), transport.value.decode()
 
@@ -225,3 +236,48 @@ class Node(_Member):
         with self._live as ptr:
             errors.check(lib.afmesh_register_buffer(ptr, t.ptr, t.nbytes, t.kind, t.device, C.byref(mr)))
         return Registration(self, t, mr.value)
+
+    @property
+    def peers(self):
+        """Ranks of this node's peers: the servers of a worker, the workers of a server."""
+        return range(self.num_servers if self.role == "worker" else self.num_workers)
+
+    def stats(self):
+        """What this node has done since it was created (afmesh_stats_get), as {field: value}.
+
+        Every field is a counter that only grows (see ``afmesh_stats`` in afmesh.h
+        for what each counts); ``latency_buckets`` is a list of 24 counts, bucket i
+        counting the push-pulls that completed within 2**i microseconds.
+        """
+        return self._read_stats(lib.afmesh_stats_get)
+
+    def peer_stats(self, rank):
+        """As :meth:`stats`, the share of one peer (afmesh_peer_stats_get).
+
+        `rank` is a server's on a worker, a worker's on a server (see :attr:`peers`);
+        NotFound for a rank outside the cluster. [node] fields read 0.
+        """
+        return self._read_stats(lambda ptr, stats: lib.afmesh_peer_stats_get(ptr, rank, stats))
+
+    def transport_counters(self):
+        """The transport module's own counters (afmesh_transport_counters), as {name: value}."""
+        return {name: value for name, _, value in self._transport_counters()}
+
+    def _read_stats(self, get):
+        """{field: value} filled in by get(ptr, stats)."""
+        stats = _capi.afmesh_stats()
+        stats.struct_size = C.sizeof(stats)
+        with self._live as ptr:
+            errors.check(get(ptr, C.byref(stats)))
+        return _stats_dict(stats)
+
+    def _transport_counters(self):
+        """The transport module's counters as a list of (name, help, value)."""
+        capacity = 64
+        while True:
+            counters, count = (_capi.afmesh_counter * capacity)(), C.c_size_t()
+            with self._live as ptr:
+                errors.check(lib.afmesh_transport_counters(ptr, counters, capacity, C.byref(count)))
+            if count.value <= capacity:
+                return [(c.name.decode(), c.help.decode(), c.value) for c in counters[:count.value]]
+            capacity = count.value
