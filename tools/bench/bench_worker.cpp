@@ -112,8 +112,8 @@ private:
             check(afmesh_pull_bytes(node_, h, s, &n), "setup length");
             if (!FloorCard::decode(cards[s].data(), n, &decoded[s])) die("bad floor card from a server");
         }
-        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, &floor_);
-        if (st) st = floor_->connect(decoded, std::chrono::seconds(30));
+        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, servers_, &floor_);
+        if (st) st = floor_->connect(decoded, rank_, std::chrono::seconds(30));
         if (!st) die(st.message());
     }
 

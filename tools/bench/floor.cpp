@@ -26,11 +26,13 @@ bool FloorCard::decode(const uint8_t *data, size_t len, FloorCard *out) {
     return r.ok();
 }
 
-Status FloorEndpoint::create(const Config &config, PollMode mode, uint64_t bytes, std::unique_ptr<FloorEndpoint> *out) {
+Status FloorEndpoint::create(const Config &config, PollMode mode, uint64_t bytes, int peers,
+                             std::unique_ptr<FloorEndpoint> *out) {
     std::unique_ptr<FloorEndpoint> ep(new FloorEndpoint());
     if (Status s = select_module(config, AFMESH_MODULE_TRANSPORT, &ep->transport_); !s) return s;
+    ep->region_bytes_ = bytes;
     ep->send_buf_.assign(bytes, 0x5a);
-    ep->recv_buf_.assign(bytes, 0);
+    ep->recv_buf_.assign(bytes * static_cast<uint64_t>(std::max(peers, 1)), 0);
     afmesh_net_mem mem{};
     mem.struct_size = sizeof mem;
     mem.kind = AFMESH_MEM_HOST;
@@ -40,7 +42,7 @@ Status FloorEndpoint::create(const Config &config, PollMode mode, uint64_t bytes
     afmesh_net_rkey unused;
     if (ops.mem_register(ep->transport_->ctx(), ep->send_buf_.data(), bytes, &mem, AFMESH_NET_ACCESS_LOCAL,
                          &ep->send_mr_, &unused) != AFMESH_HAL_OK ||
-        ops.mem_register(ep->transport_->ctx(), ep->recv_buf_.data(), bytes, &mem,
+        ops.mem_register(ep->transport_->ctx(), ep->recv_buf_.data(), ep->recv_buf_.size(), &mem,
                          AFMESH_NET_ACCESS_LOCAL | AFMESH_NET_ACCESS_REMOTE_WRITE, &ep->recv_mr_,
                          &ep->recv_rkey_) != AFMESH_HAL_OK)
         return {Code::kError, "floor: cannot register buffers: " + take_module_error()};
@@ -72,10 +74,12 @@ Status FloorEndpoint::serve(int batch_workers, FloorCard *card) {
     return Status::ok();
 }
 
+// From the worker's own region, in place (its slot was checked when it arrived).
 void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes) {
-    // The size comes from the peer: never read past our buffer.
-    const uint64_t n = std::min<uint64_t>(bytes, send_buf_.size());
-    if (transport_->net().write_imm(transport_->ctx(), conn, send_buf_.data(), n, send_mr_, &peer.rkey, 0, 0, 0, 0) ==
+    // The size comes from the peer: never read past its region.
+    const uint64_t n = std::min<uint64_t>(bytes, region_bytes_);
+    const uint8_t *region = recv_buf_.data() + peer.slot * region_bytes_;
+    if (transport_->net().write_imm(transport_->ctx(), conn, region, n, recv_mr_, &peer.rkey, peer.offset, 0, 0, 0) ==
         AFMESH_HAL_OK)
         operations_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -111,7 +115,9 @@ void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
             Peer &peer = peers_[ev.conn];
             peer.rkey.key = r.u64();
             peer.rkey.addr = r.u64();
-            peer.known = r.done();
+            peer.offset = r.u64();
+            peer.slot = r.u64();
+            peer.known = r.done() && peer.slot < recv_buf_.size() / region_bytes_;
             answer_owed();
             break;
         }
@@ -134,7 +140,8 @@ void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
     if (count > 0) progress_->notify_waiters();
 }
 
-Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, std::chrono::milliseconds timeout) {
+Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, int slot, std::chrono::milliseconds timeout) {
+    write_offset_ = static_cast<uint64_t>(slot) * region_bytes_;
     const afmesh_net_ops &ops = transport_->net();
     for (const FloorCard &card : servers) {
         afmesh_net_conn *conn = nullptr;
@@ -147,12 +154,15 @@ Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, std::chrono
     if (!progress_->wait_until([&] { return connected_.load() == n || failed_.load(); }, Clock::now() + timeout) ||
         failed_.load())
         return {Code::kPeerFailed, "floor: not every server accepted"};
-    std::vector<uint8_t> msg;
-    ByteWriter w(msg);
-    w.u64(recv_rkey_.key);
-    w.u64(recv_rkey_.addr);
-    for (afmesh_net_conn *conn : conns_) {
-        if (ops.send(transport_->ctx(), conn, msg.data(), msg.size(), 0, 0) != AFMESH_HAL_OK)
+    for (size_t s = 0; s < conns_.size(); ++s) {
+        // Where server s answers (its own region here), and which region of its this worker writes into.
+        std::vector<uint8_t> msg;
+        ByteWriter w(msg);
+        w.u64(recv_rkey_.key);
+        w.u64(recv_rkey_.addr);
+        w.u64(s * region_bytes_);
+        w.u64(static_cast<uint64_t>(slot));
+        if (ops.send(transport_->ctx(), conns_[s], msg.data(), msg.size(), 0, 0) != AFMESH_HAL_OK)
             return {Code::kPeerFailed, "floor: send failed: " + take_module_error()};
         operations_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -166,7 +176,8 @@ Status FloorEndpoint::round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint6
     for (size_t s = 0; s < conns_.size(); ++s) {
         int rc;
         while ((rc = ops.write_imm(transport_->ctx(), conns_[s], send_buf_.data(), push_bytes, send_mr_,
-                                   &server_rkeys_[s], 0, static_cast<uint32_t>(pull_bytes), 0, 0)) == AFMESH_HAL_AGAIN)
+                                   &server_rkeys_[s], write_offset_, static_cast<uint32_t>(pull_bytes), 0, 0)) ==
+               AFMESH_HAL_AGAIN)
             progress_->poll_once();
         if (rc != AFMESH_HAL_OK) return {Code::kPeerFailed, "floor: write failed: " + take_module_error()};
         operations_.fetch_add(1, std::memory_order_relaxed);

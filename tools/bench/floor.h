@@ -5,6 +5,13 @@
 // in their AF step, once every worker's write has landed. Measured in the
 // same run, with the same polling style, it is what afmesh's overhead is
 // judged against.
+//
+// Its memory is afmesh's too: each peer writes into a region of its own
+// (a server keeps one per worker, a worker one per server), and a server
+// answers a worker from that worker's region, as the bench's servers answer
+// from the receive slice. With one region shared by every peer the floor
+// would do what no application can (two answers landing in one buffer) and
+// its copies would touch half the memory afmesh's do.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +37,12 @@ struct FloorCard {
 
 class FloorEndpoint {
 public:
-    /** Loads the transport the configuration selects and registers `bytes` for each direction. */
-    static Status create(const Config &config, PollMode mode, uint64_t bytes, std::unique_ptr<FloorEndpoint> *out);
+    /**
+     * Loads the transport the configuration selects and registers `bytes`
+     * to send from and `bytes` for each of `peers` to receive into.
+     */
+    static Status create(const Config &config, PollMode mode, uint64_t bytes, int peers,
+                         std::unique_ptr<FloorEndpoint> *out);
     ~FloorEndpoint();
 
     // Server side.
@@ -43,7 +54,8 @@ public:
     Status serve(int batch_workers, FloorCard *card);
 
     // Worker side.
-    Status connect(const std::vector<FloorCard> &servers, std::chrono::milliseconds timeout);
+    /** Connects to every server; `slot` (this worker's rank) picks the region it writes into on each. */
+    Status connect(const std::vector<FloorCard> &servers, int slot, std::chrono::milliseconds timeout);
     /** One round: push `push_bytes` to every server, wait until each wrote `pull_bytes` back. */
     Status round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns);
     void set_mode(PollMode mode) { progress_->set_mode(mode); }
@@ -60,6 +72,7 @@ private:
 
     std::unique_ptr<Module> transport_;
     std::unique_ptr<Progress> progress_;
+    uint64_t region_bytes_ = 0;  // of each peer's region in recv_buf_
     std::vector<uint8_t> send_buf_, recv_buf_;
     afmesh_net_mr *send_mr_ = nullptr, *recv_mr_ = nullptr;
     afmesh_net_rkey recv_rkey_{};
@@ -72,13 +85,16 @@ private:
     struct Peer {
         bool known = false;
         afmesh_net_rkey rkey{};
+        uint64_t offset = 0;  // of its region for this server's answers
+        uint64_t slot = 0;    // its region here, which answers are sent from
         std::deque<uint32_t> owed;
     };
     std::unordered_map<afmesh_net_conn *, Peer> peers_;
     void answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes);
     void answer_owed();
-    // Worker: the servers' regions, and progress of the current round.
+    // Worker: the servers' regions, where in them it writes, and progress of the current round.
     std::vector<afmesh_net_rkey> server_rkeys_;
+    uint64_t write_offset_ = 0;
     std::atomic<int> connected_{0}, answers_{0};
     std::atomic<bool> failed_{false};
     // Posted from the calling thread (worker) and the progress thread (server).
