@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's main job: build the release preset and run a local
 # 2 worker x 2 server AF benchmark on the cpu device and tcp transport,
 # printing afmesh's latency table next to the raw transport floor.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks the cuda device module and the engine's device paths on a host with
 # an NVIDIA GPU. CI machines have none: there the same engine paths run
 # against a fake GPU module (tests/cluster/device_cluster_test.cpp); this

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks the ibverbs transport on a host with a real RDMA NIC (ConnectX,
 # RoCE v2 or InfiniBand). CI machines have no RDMA kernel support and test
 # the module against an emulation; this runs the same conformance suite and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package the build and the tests need (Debian 12).
 # Safe to run again: apt-get skips what is already installed.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs `cmake --workflow --preset <p>` (configure, build, test) for each preset
 # given, or the CI list, and prints one summary line per preset.
 set -uo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # afmesh_add_module(<device|transport> <name> SOURCES ... [LIBRARIES ...])
 # Builds lib/afmesh/libafmesh_{dev,net}_<name>.so: a dlopen()-able module that
 # exports only afmesh_module_query and never links the core.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Build options, warnings and sanitizers.
 
 option(AFMESH_BUILD_TESTS "Build the GoogleTest suites" ON)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Little-endian encoding of wire messages, with a reader that cannot read
 // past its buffer: every get reports failure instead, and a failed reader
 // stays failed, so a decoder checks ok() once at the end.

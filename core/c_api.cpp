@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API: argument checks, Status -> afmesh_status, and the per-thread
 // last-error message. Every entry point catches what C++ might throw
 // (allocation failure) so nothing unwinds into C callers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Configuration: the one table of AFMESH_* variables, their StepMesh/ps-lite
 // aliases, and a Config object built from the environment and/or API calls.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The few cryptographic primitives afmesh needs, from OpenSSL's libcrypto:
 // random secrets and nonces, HMAC-SHA256, and comparison in constant time.
 // Nothing here is hand-written cryptography; this file only adapts the calls.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging to stderr (or to the embedding program's afmesh_log_handler) and
 // the per-thread "why did that fail" message that modules record through host
 // services.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lets a repeated log message through at most once per period and counts
 // the ones held back, so a peer that repeats a fault (a stranger connecting
 // in a loop, a descriptor shortage) cannot flood the log. Not thread-safe:

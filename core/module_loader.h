@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The module loader: finds libafmesh_{dev,net}_<name>.so files on the search
 // path, checks their ABI, probes them with init(), and selects the device and
 // transport the configuration asks for.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal status type: a code plus a human-readable reason. The public C API
 // (afmesh.h) maps it to afmesh_status and the per-thread last-error message.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The configuration parser (core/config.cpp) as a process's environment
 // feeds it: the input is a list of NAME=value entries separated by newlines
 // or NULs, handed to Config::from_env as its envp. AFMESH_* names, their

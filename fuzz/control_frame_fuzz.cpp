@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control protocol's framing (core/control/frame_reader.cpp, frame.cpp)
 // as the scheduler and the nodes meet it: a byte stream on a socket, arriving
 // in reads cut at arbitrary points and ending cleanly or inside a frame.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One control-protocol payload of a given type through its decoder, and the
 // properties every accepted payload has. Shared by the target that feeds
 // payloads directly (control_messages_fuzz) and the one that takes them out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control protocol's message decoders (core/control/messages.cpp): the
 // input's first byte is the message type (frame.h's MessageType), the rest
 // the payload, as a frame's header and payload would give them.

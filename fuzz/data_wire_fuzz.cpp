@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data plane's messages between workers and servers (core/engine/wire.cpp)
 // as a receiver meets them: the input is one message, type byte first, and
 // peek_type picks its decoder, as the engine's receive path does.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fabric transport's wire formats (transports/fabric/wire.cpp,
 // address.cpp): the header of every two-sided message, with the handshake's
 // payloads (HELLO and ACCEPT carry an address blob; REJECT and BYE none; IMM

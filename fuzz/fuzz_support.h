@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every fuzz target shares: how a broken property is reported, how one
 // input selects among several decoders, and the round-trip comparison.
 //

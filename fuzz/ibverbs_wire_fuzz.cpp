@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ibverbs transport's wire formats (transports/ibverbs/wire.cpp): the
 // listen-address blob a peer publishes through the scheduler, and the
 // fixed-size handshake messages of the TCP side channel that sets up a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the fuzz targets' seed corpora: small valid encodings, made by the
 // encoders themselves, of every message each target decodes, so the fuzzers
 // start past the magic numbers, versions and length checks instead of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp transport's wire formats (transports/tcp/wire.cpp, address.cpp):
 // the 40-byte frame header every operation's bytes travel behind, and the
 // listen-address blob a peer publishes through the scheduler. The input's

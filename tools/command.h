@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `afmesh` command's subcommands: one table, one file per subcommand.
 // Adding a subcommand (scheduler, run, bench...) means writing its run
 // function in its own file and adding one row to the table in commands.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh help [command]`.
 #include "command.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh info --json`: the same report as one JSON object, for scripts.
 #include <algorithm>
 

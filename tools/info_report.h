@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `afmesh info` reports: gathered once from a Config (probing every
 // module on the search path), then written as text or as JSON.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh info` as text for people.
 #include <algorithm>
 #include <cinttypes>

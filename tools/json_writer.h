@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A minimal streaming JSON writer (objects, arrays, strings, numbers,
 // booleans, null) with correct string escaping, so tools need no third-party
 // library. Pretty-prints with two-space indentation.

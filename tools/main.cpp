@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `afmesh` command: dispatches to the subcommand named by argv[1].
 #include <cstdio>
 #include <string_view>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh run`: starts a local cluster (scheduler, servers, workers) as child
 // processes running one program, relays their output with a role prefix,
 // stops the rest when one fails, and exits non-zero naming the failure.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh scheduler`: runs the rendezvous for one cluster until every node
 // has stopped (or the scheduler gives up on nodes that never came).
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers every device module needs and that only depend on the HAL headers:
 // keeping the host services the query call handed over, reporting a failure
 // reason through them, and logging. Header-only so each module (its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cpu device module: "device memory" is host memory. It lets every code
 // path that takes a device run on a CPU-only host: pinned memory is
 // page-aligned host memory, copies are memcpy, and since nothing runs

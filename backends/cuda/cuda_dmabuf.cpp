@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dma-buf export of device memory for GPUDirect RDMA registration
 // (cuMemGetHandleForAddressRange, driver 11.7+ on kernels with dma-buf).
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Driver API entry points, resolved at run time through the runtime
 // (cudaGetDriverEntryPointByVersion, as NCCL's cudawrap does) so the module
 // never links libcuda and one build serves old and new drivers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU-waits-on-host flags: a 32-bit word in mapped, pinned host memory that
 // the host writes and a stream waits on with cuStreamWaitValue32.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the files of the cuda module share: the module context, the driver
 // entry points resolved at run time, error reporting, and the operations each
 // file implements for the table in cuda_module.cpp.

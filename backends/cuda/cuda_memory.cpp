@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device and pinned host memory, pointer classification and copies.
 #include <cstring>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cuda module's entry point: its operations table and the query symbol.
 #include "cuda_internal.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams (always non-blocking) and events (timing disabled: they only order work).
 #include "cuda_internal.h"
 

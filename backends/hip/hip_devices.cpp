@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Probing the HIP runtime (init/fini) and describing and selecting devices.
 #include <cstdio>
 #include <new>

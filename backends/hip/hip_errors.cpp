@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turning HIP runtime errors into HAL statuses with a reason.
 #include <cstdarg>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU-waits-on-host flags for HIP.
 //
 // A flag is one 64-bit word holding the zero-extended 32-bit value. Devices

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the files of the hip module share: the module context, error
 // reporting, and the operations each file implements for the table in
 // hip_module.cpp.

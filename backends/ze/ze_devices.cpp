@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Probing Level Zero (init/fini): the first driver with GPU devices, one
 // context over all of them, and per device a default and a synchronous
 // command list. Also describing and selecting devices.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dma-buf export of device memory for GPUDirect RDMA registration.
 //
 // zeMemGetIpcHandle is not used: the specification makes its handle opaque

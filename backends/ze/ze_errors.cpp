@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turning Level Zero results into HAL statuses with a reason. Level Zero 1.4
 // has no function that names a result, hence the table.
 #include <cstdarg>

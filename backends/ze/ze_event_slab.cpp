@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "ze_event_slab.h"
 
 namespace afmesh::ze {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Level Zero events come from fixed-size pools; the slab hands out events of
 // host-visible pools and takes them back for reuse, so event creation (for
 // HAL events, stream syncs and flag waits) is a free-list pop, not a pool

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU-waits-on-host flags for Level Zero, built from host-signalled events.
 //
 // Level Zero has no "wait until memory >= value" command, only waits on

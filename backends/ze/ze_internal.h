@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the files of the ze module share: the module context (one driver, one
 // context, its GPU devices), per-command-list locking, error reporting, and
 // the operations each file implements for the table in ze_module.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams as immediate command lists, and events from the module's slab.
 //
 // An immediate list executes what is appended to it at once, like a CUDA

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Prints where a package belongs under an install prefix, relative to it (used by CMake).
 
 The interpreter's own site directory under that prefix if it has one (so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Barrier bookkeeping for the scheduler. Each node numbers its barriers on a
 // group 1, 2, 3...; barrier n on a group completes once every member of the
 // group has entered its own barrier n there. A node that timed out waiting

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControlClient: one background thread owns the scheduler connection. It reads
 // and dispatches frames, sends heartbeats and writes whatever the API calls
 // queued; the API calls only queue a message, wake it and wait on a condition

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control plane seen from a worker or server: HELLO to the scheduler,
 // the roster of every node's transport address, barriers, peer-failure
 // notices and a clean stop. Data never flows here; this is the slow path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control protocol's framing: every message travels as a 12-byte header
 // {magic, protocol version, type, payload length} and a payload of at most
 // kMaxFramePayload bytes; integers are little-endian, as in every afmesh wire

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reassembles control frames from a non-blocking stream socket. It buffers at
 // most one frame plus one read, and rejects a bad header (magic, version,
 // oversized length) as soon as its 12 bytes are in, before any payload is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Queues outgoing control frames and writes them to a non-blocking socket as
 // fast as it accepts them, so one slow peer never blocks the sender's thread.
 #pragma once

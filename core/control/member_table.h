@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler's record of what became of each rostered node: still alive,
 // stopped cleanly, or failed (and why). It decides when the cluster-wide stop
 // is complete and what that stop reports.

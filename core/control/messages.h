@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control protocol's messages: one struct per message type with its wire
 // encoding. Decoders validate every field (lengths, enum ranges, roster
 // shape) so the scheduler and client only ever see well-formed messages.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A cluster node's identity once ranks are assigned: its role and its rank
 // within that role.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation of ControlOptions shared by the scheduler and the client, so a
 // bad configuration is refused up front with the name of the bad setting.
 #pragma once

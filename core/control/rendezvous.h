@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler's admission desk. It validates each HELLO (auth token,
 // topology, heartbeat timing, requested rank), holds the admitted nodes until
 // every expected node has come, then assigns the ranks nobody asked for and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler: one thread, one poll() loop over the listener and every
 // control connection. Sockets are non-blocking and every peer has its own
 // output queue, so a slow or silent node can delay nobody but itself.

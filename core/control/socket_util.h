@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TCP plumbing for the control plane: "host:port" parsing (IPv4, bracketed
 // IPv6, names), listening, connecting with a deadline, printable addresses.
 // Every socket is non-blocking and close-on-exec.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wakes a thread blocked in poll() from another thread: a non-blocking
 // self-pipe whose read end sits in the poll set.
 #pragma once

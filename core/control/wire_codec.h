@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Field reading for control-protocol payloads, on top of the core's
 // bounds-checked byte codec (byte_codec.h: little-endian integers, u32
 // length-prefixed strings; payloads are written with its ByteWriter).

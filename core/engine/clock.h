@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timestamps for traces: CLOCK_MONOTONIC nanoseconds (comparable between
 // processes on one host; across hosts only durations taken on one node are).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine's counters: what a node did, kept on the hot path without a
 // lock or a system call, read at any time by afmesh_stats_get.
 //

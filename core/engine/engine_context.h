@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the worker and server engines share with the node that owns them.
 #pragma once
 

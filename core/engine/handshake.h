@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mutual authentication of a data connection, before either side trusts a
 // byte of it. Worker and server prove to each other that they hold the
 // cluster key, which the scheduler hands only to the nodes it admitted (over

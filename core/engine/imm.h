@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 32-bit immediate that accompanies every write. Completion is counted
 // per (connection, slot): writes may land in any order, so nothing here
 // relies on ordering between writes. Transports carry it in network byte

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node's mailbox for one peer: registered memory the peer writes small
 // messages into (a worker's REQUESTs at a server, a server's RESPONSEs at a
 // worker), each with the last tensor write of the exchange it describes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory registrations with one transport: the ones the user made up front
 // and the ones made on the fly for unregistered buffers (cached until
 // deregistered or the node ends). Lookups find the registration covering an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node: one process's membership in the cluster. It loads the modules,
 // joins through the scheduler, connects workers to every server, routes the
 // transport's completions to the worker or server engine, and stops cleanly.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Posts writes and messages on one connection in order. What the transport
 // refuses with AGAIN (its send queue is full) waits here, in order, and is
 // retried after the next poll, so callers never spin on a full queue.

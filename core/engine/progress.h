@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Progress: the NetRecv thread that polls the transport and dispatches its
 // completions, and the waiting strategy shared by every blocking call.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The server (FFN) side of the AF data path: receive slices, get_batch,
 // respond.
 //

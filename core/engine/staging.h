@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Staging: device memory the transport cannot register (CUDA memory over
 // tcp, say) travels through pinned host memory from the device module. The
 // decision is the transport's caps.mem_kinds alone, so nothing here knows

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A thread that runs one callback at a fixed interval until destroyed: the
 // node's housekeeping (data-plane heartbeats, silence and handshake
 // deadlines), kept off the data path and independent of the polling mode.

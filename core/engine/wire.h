@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data-plane messages between workers and servers, carried by the
 // transport's two-sided send. Tensor bytes move with one write_imm each into
 // pre-advertised slices (see imm.h), except small ones, which travel inside

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker (attention) side of the AF data path: push_pull, wait, traces.
 //
 // A push-pull is split into one part per server it involves. Each part

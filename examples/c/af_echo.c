@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The AF exchange from C, using only <afmesh/afmesh.h>. Run one process per
  * node; `afmesh run` starts them all with the right environment:

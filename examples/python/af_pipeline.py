@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An Attention-FFN disaggregated forward pass, the way an inference engine runs it.
 
 Workers hold the attention layers and their micro-batches of tokens; servers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The AF exchange from Rust with only the standard library: the C API is
 //! declared here with `extern "C"`, mirroring include/afmesh/afmesh.h, and
 //! linked against libafmesh.so. Run one process per node under `afmesh run`:

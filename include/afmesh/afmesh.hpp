@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Header-only C++ wrapper over afmesh.h (namespace afmesh::api): RAII ownership of nodes and
 // registrations, and failures thrown as afmesh::Error (status + message).
 // Everything here is inline over the stable C API, so it does not tie the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The raw libfabric floor for afmesh-transport-bench: the same write-with-
 // immediate ping-pong as the transport bench does through the fabric
 // module, written directly against libfabric (two RDM endpoints of the

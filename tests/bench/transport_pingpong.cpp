@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // afmesh-transport-bench: round trips of write_imm through a transport
 // module, next to the floor measured in the same run: for the fabric
 // module, the same ping-pong written directly against libfabric with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One node of a test cluster, driven by the AFMESH_* environment the test
 // harness (or `afmesh run`) sets. It uses only the public API and checks
 // every byte it pulls. Exit code 0 means the scenario held; anything else is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A local cluster of af_test_node processes for the multi-process tests: a
 // scheduler, servers and workers as real processes on loopback, each with
 // its role, rank and scheduler in its environment. Every process is started,

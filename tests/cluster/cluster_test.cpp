@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-process clusters on loopback over the transport the environment
 // chooses (the tcp module by default; ctest runs some again over fabric).
 #include <gtest/gtest.h>

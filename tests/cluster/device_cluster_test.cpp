@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device tensors on real local clusters, without a GPU: every node runs the
 // fake GPU device module (tests/modules/fake_gpu_module.c), whose "device
 // memory" is a kind the tcp transport refuses, so the engine must stage

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault matrix: the faults a deployment meets, a few trials each, on
 // real clusters of af_test_node processes (which check every byte they
 // exchange). For each scenario the test asserts that nothing hangs (every

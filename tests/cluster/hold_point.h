@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test's end of `af_test_node --hold PATH`: two FIFOs through which a
 // node says it has joined ("ready") and is told to go on ("go"). The test
 // opens both read-write before the node starts, so the node's opens never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the multi-process tests need to play a stranger at a node's ports:
 // the node's listening ports and open descriptors, found from /proc as an
 // outsider would; a plain socket speaking the tcp transport's (public)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A cluster among strangers and faults: processes the scheduler never
 // admitted connect to a server's data port (found the way an outsider
 // would, from /proc) and try to pass for a worker, write into its memory,

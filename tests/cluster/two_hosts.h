@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two network namespaces joined by a veth pair, standing in for two hosts
 // in the multi-process tests: every byte between them crosses from one
 // network stack to another, and faults (a partition, packet loss) can be

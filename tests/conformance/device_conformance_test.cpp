@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device HAL conformance: every device module found on the search path must
 // behave as hal/afmesh/hal/device.h documents. A module whose init() reports
 // NOT_PRESENT (no driver or device here) is skipped with its reason.

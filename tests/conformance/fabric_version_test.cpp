@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fabric module against a raw libfabric endpoint of the provider it uses
 // (AFMESH_FABRIC_PROVIDER), which speaks to it with hand-built messages and
 // writes. Peers of different wire versions must not talk, and each must

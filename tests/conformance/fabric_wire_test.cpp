@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fabric module's two-sided message format (transports/fabric/wire.h):
 // every message a peer may send is decoded or refused with a reason, never
 // trusted. Forged bytes stand in for a confused or hostile peer.

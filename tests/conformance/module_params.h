@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the conformance suites: the modules of one kind found on
 // the search path, as GoogleTest parameters with readable names.
 #pragma once

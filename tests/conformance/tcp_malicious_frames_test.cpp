@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp module against a hostile peer: a raw socket sends hand-crafted
 // frames to the module's listen address. Every violation must fail that
 // connection with EV_CONN_ERROR and a reason, leave every byte outside the

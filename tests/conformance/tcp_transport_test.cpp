@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Behaviour specific to the tcp module, beyond the shared conformance suite:
 // its wire and address formats, its caps, its region keys, and how it
 // guards the memory a write is sent from.

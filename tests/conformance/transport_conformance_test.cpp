@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transport HAL conformance: every transport module found on the search path
 // must behave as hal/afmesh/hal/transport.h documents. A module whose init()
 // reports NOT_PRESENT (no NIC or provider here) is skipped with its reason.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for tests that drive transport modules through the HAL: contexts
 // with an event log, registered buffers with patterned contents, and poll
 // loops bounded by a deadline, so a broken module fails a test with a

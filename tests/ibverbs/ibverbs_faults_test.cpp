@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ibverbs module's failure handling and port selection, through the
 // HAL, against the in-process verbs emulation (AFMESH_IBVERBS_LIBRARY):
 // access violations, RNR, dead and unreachable peers, flushes, malformed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // On this real host, with the real libibverbs (no emulation): `afmesh info
 // --json` must list the ibverbs module as "not present" with the kernel's
 // reason, not as a failed load or an error.

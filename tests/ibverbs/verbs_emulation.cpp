@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An RC fabric emulated in process, behind the libibverbs entry points the
 // ibverbs module resolves. Every QP of every context in the process is on
 // one fabric; a work request is executed when posted (or, when the target

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Control entry points of the in-process verbs emulation (libafmesh_verbs_emu.so).
 // The emulation exports the libibverbs symbols the ibverbs module resolves;
 // tests that link it also steer it through these. Topology changes apply to

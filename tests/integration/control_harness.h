@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the control-plane integration tests: nodes that join a
 // scheduler concurrently, a recorder for PeerDownCallback notices, and a raw
 // socket peer that speaks (or mangles) the wire protocol by hand.

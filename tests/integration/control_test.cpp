@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control plane end to end: a scheduler and its workers and servers as
 // threads of this process over loopback TCP, plus raw sockets that join and
 // then fall silent or send garbage. Failure detection is checked only against

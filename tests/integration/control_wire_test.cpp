@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control protocol's codec and addressing, without sockets: every message
 // survives a round trip, and every truncation, oversized field or lying count
 // is refused with a named field instead of being read past (the sanitizer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data-plane messages between workers and servers (core/engine/wire.h),
 // without sockets: every message survives a round trip, every truncation is
 // refused, and so are write counts that chunking cannot produce, eager

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data plane's mutual authentication (core/engine/handshake.h), without
 // sockets: a worker and a server of one cluster complete it, and every way a
 // stranger could try to pass fails with ACCESS: another cluster's key, an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine's progress and waiting (core/engine/progress.h) over the tcp
 // module on loopback: whichever thread sleeps where (the NetRecv thread on
 // the transport, a waiter on the transport while NetRecv is parked, more

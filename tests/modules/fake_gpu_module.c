@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libafmesh_dev_fakegpu.so: a device module that pretends to be a GPU, so
  * the engine's device paths run on hosts without one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One source for every purpose-built test module. Each module is this file
  * compiled with a different set of TM_* definitions (tests/modules/CMakeLists.txt),

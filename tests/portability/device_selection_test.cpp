@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device selection on a host without GPUs: automatic selection ends at cpu,
 // and naming a GPU module explicitly fails with the runtime's reason.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A minimal reader of what the dynamic linker sees in an ELF file: its
 // NEEDED libraries and the symbols it exports. Enough for the portability
 // tests, without depending on binutils being installed.

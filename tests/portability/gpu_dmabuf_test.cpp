@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dma-buf export of device memory (for GPUDirect RDMA registration), on every
 // GPU module that finds a device and offers the entry.
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU-waits-on-host flags, end to end on every GPU module that finds a device:
 // work enqueued behind stream_wait_flag must not run until the host writes a
 // value that reaches the wait, and flag values only move forward.

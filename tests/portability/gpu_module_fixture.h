@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A test fixture over one GPU device module (the test parameter), loaded and
 // initialised. On a host without that GPU, init() reports NOT_PRESENT and
 // the test skips; the fake runtimes (fake_runtimes/) make hip and ze usable

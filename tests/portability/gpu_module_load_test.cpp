@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every GPU device module this build made must be found by the loader, load
 // (dlopen, query, ABI check) and, on a host without that GPU, answer init()
 // with NOT_PRESENT and a reason naming the vendor runtime's error. On a host

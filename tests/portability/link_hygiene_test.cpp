@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Link hygiene: the core artifacts (the afmesh tool, libafmesh*.so, and this
 // test, which links the core statically) need no vendor library, so one build
 // runs on any host; and every module exports only its query symbol, so no
@@ -69,6 +70,23 @@ TEST(LinkHygiene, CoreArtifactsNeedNoVendorLibrary) {
             for (const char *vendor : kVendorLibraries)
                 EXPECT_NE(needed.rfind(vendor, 0), 0u) << artifact << " needs " << needed;
     }
+}
+
+// libafmesh.so exports the C API alone (cmake/libafmesh.map): no libstdc++
+// template or engine symbol a host program could bind to by accident. The
+// one other name is the version node's own (an absolute symbol the linker
+// defines), which shows the symbols are versioned.
+TEST(LinkHygiene, TheLibraryExportsOnlyTheCApi) {
+    const std::string library = directory_of_this_program() + "/../lib/libafmesh.so";
+    if (!is_file(library)) GTEST_SKIP() << "no " << library << " in this build";
+    ElfDynamic elf;
+    std::string error;
+    ASSERT_TRUE(read_elf_dynamic(library, &elf, &error)) << error;
+    for (const std::string &symbol : elf.exported)
+        EXPECT_TRUE(symbol == "AFMESH_0" || symbol.rfind("afmesh_", 0) == 0) << symbol;
+    for (const char *api : {"AFMESH_0", "afmesh_node_create", "afmesh_push_pull", "afmesh_stats_get",
+                            "afmesh_set_log_handler"})
+        EXPECT_NE(std::find(elf.exported.begin(), elf.exported.end(), api), elf.exported.end()) << api;
 }
 
 TEST(LinkHygiene, ModulesExportOnlyTheQuerySymbol) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the portability tests share: a configuration that ignores the
 // environment, and the GPU device modules this build made.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: free ports, in-process clusters, and clusters of real processes.
 
 In-process clusters run a scheduler, servers and workers as nodes of this one

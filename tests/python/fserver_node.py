@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One process of an afmesh.fserver cluster, configured by DMLC_* like a StepMesh node.
 
     fserver_node.py stepmesh [--torch]   StepMesh's fserver/test_fserver.py, ported

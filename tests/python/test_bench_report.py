@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`afmesh bench --json/--csv` on a real 1 x 1 run, and `python3 -m afmesh.plot` on what it wrote.
 
 Checks the files' form and that the cost counters were gathered, never how

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """afmesh.fserver: StepMesh's fserver_lib API, driven as StepMesh programs drive it.
 
 Each cluster test starts a scheduler, servers and workers as separate

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Installing: `cmake --install` puts the package where one `import afmesh` finds it and the library, and
 `pip install` builds the package offline. Needs the build tree (ctest passes AF_TEST_BUILD_DIR and AF_TEST_CMAKE).
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How the package finds libafmesh.so, and the package's own version.
 
 Each lookup is tried in a fresh interpreter (subprocess) with a controlled

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Node.stats, peer_stats, transport_counters and afmesh.prometheus against a 2 x 2 in-process cluster.
 
 Each worker does PUSH_PULLS push-pulls, each pushing PUSH_BYTES to every

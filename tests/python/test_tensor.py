@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Describing memory without copying it: what as_tensor accepts, what it refuses and why, and lending it back."""
 
 import array

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Worker, Server, Handle, Request and Scheduler against in-process clusters.
 
 The server side of each exchange runs on a pool thread: the blocking calls

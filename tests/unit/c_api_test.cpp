@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API's error paths, in one process: a scheduler, one server and one
 // worker over the default transport. Every misuse must come back as a status
 // with a message, and leave the node usable.

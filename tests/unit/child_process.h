@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a program as a child process and collects what it writes, for tests
 // of the `afmesh` command.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The configuration table, value validation, environment parsing and the
 // StepMesh/ps-lite aliases. Every environment here is a test-built block.
 #include <gtest/gtest.h>

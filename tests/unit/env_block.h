@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An environment block built by a test: "NAME=value" strings and the
 // null-terminated char* array that Config::from_env and posix_spawn take,
 // so tests never read or modify the real process environment.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `afmesh` command, run as the built bin/afmesh in a child process:
 // the dispatcher, `afmesh info` in text and JSON, exit statuses and messages.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A strict little JSON parser for tests: checks that `afmesh info --json`
 // writes valid JSON (RFC 8259) and lets tests inspect its structure.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh run` owns its cluster: SIGTERM or SIGINT to the launcher stops
 // every process it started and ends it with 128 + the signal; a launcher
 // killed outright (SIGKILL) takes them with it; a failure is reported naming

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The module loader against real shared objects: the purpose-built modules
 // of tests/modules (each one a documented outcome) and, where built, the
 // project's own cpu and tcp modules in the build tree's lib/afmesh.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log line's format, the level threshold, and the embedding program's
 // handler (afmesh_set_log_handler), swapped while other threads log.
 #include <gtest/gtest.h>

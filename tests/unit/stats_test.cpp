@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // afmesh_stats_get and friends against a real cluster in this process (a
 // scheduler, two servers and two workers on threads), over tcp and over
 // libfabric (tcp;ofi_rxm): after known exchanges every count and byte total

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How `afmesh bench` gives up: on misuse or a failed call it names what
 // failed and exits the process; the launcher then stops the rest of the run.
 #pragma once

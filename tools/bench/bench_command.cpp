@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh bench`: the AF-shaped benchmark. Run one process per node (e.g.
 // `afmesh run --workers 2 --servers 2 -- afmesh bench`). Every worker pushes
 // to every server and pulls one answer from each; servers stamp their rank

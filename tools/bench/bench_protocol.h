@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `afmesh bench`'s workers and servers agree on: the control keys,
 // the phase messages and the layout of an answer.
 #pragma once

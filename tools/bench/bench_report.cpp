@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The figures both the tables and the files derive from a Row.
 #include "bench_report.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `afmesh bench` found, and how worker 0 reports it: the tables on
 // stdout (report_table.cpp), and --json / --csv (report_files.cpp), whose
 // schema is docs/bench-schema.json.

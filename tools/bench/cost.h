@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `afmesh bench` costs besides time: CPU, context switches, system
 // calls and transport operations, per phase of the run.
 //

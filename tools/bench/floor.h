@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The floor: the same exchange as afmesh's push-pull, written directly
 // against the transport module with no engine: each worker writes its push
 // bytes to every server with one write_imm; each server, on the immediate,

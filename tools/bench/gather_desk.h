@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Server 0's side of the exchanges in which every worker learns what every
 // worker pushed: worker 0's proposals (Sampler), each worker's cost record.
 #pragma once

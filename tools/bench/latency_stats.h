@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Latency samples and their summary (p50 / p99 / max), for `afmesh bench`.
 #pragma once
 

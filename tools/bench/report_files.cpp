@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh bench --json FILE` and `--csv FILE`: one document, described by
 // docs/bench-schema.json. The CSV has a line per row of the JSON's "rows",
 // the run's own fields repeated on each so that a line stands alone; its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `afmesh bench`'s tables on stdout: latency, cost and (--trace) where the
 // pipeline's time goes.
 #include <cstdio>

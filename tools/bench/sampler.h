@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How many iterations a timed block of `afmesh bench` runs.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starts a set of child processes (a local cluster), relays their output
 // line by line with a name prefix, waits for them with a deadline, and stops
 // the rest when one fails. Children are always signalled and reaped by pid;

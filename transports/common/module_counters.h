@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The counters a transport module reports through the ABI 1.3 counters()
 // entry: a fixed table of named relaxed atomics per context, bumped where the
 // thing happens (a system call, a post, a retry), plus the reserved total

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every transport module's C ABI edge needs, written once: the host
 // services the query call hands over (failure reasons, logging,
 // configuration), the afmesh_net_ops table that forwards each entry to the

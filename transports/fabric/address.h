@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The address blob listen() hands out and connect() takes: the endpoint's
 // raw libfabric address (fi_getname) behind a small header naming the
 // address format, so a blob from another provider is refused with a reason

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Little-endian loads and stores for the fabric module's wire and address
 // formats, whatever the host's byte order.
 #pragma once

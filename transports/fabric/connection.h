@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One emulated connection end: its own local endpoint, the peer endpoint's
 // address in the AV, and the ids both ends gave the connection in the
 // handshake. Owned by the context; its address is the afmesh_net_conn handle.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One transport context (what init() creates): the chosen provider's
 // fabric, domain and address vector, its endpoints, every connection, and
 // the progress poll() drives.

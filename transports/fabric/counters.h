@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the fabric module counts per context: its libfabric calls on the data
 // path and the system calls it makes itself. The provider's own system calls
 // (tcp;ofi_rxm's sendmsg, shm's none) happen inside libfabric, out of sight:

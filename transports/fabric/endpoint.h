@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One RDM endpoint with its own completion queue, posted receive buffers,
 // transmit operation contexts and bounce buffers for messages.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric error codes as afmesh statuses, and CQ error entries decoded into
 // a status and a human-readable reason.
 #pragma once

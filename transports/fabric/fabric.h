@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libfabric objects one context shares between its endpoints: the
 // chosen provider, fabric, domain and address vector, and the attributes the
 // data path consults.

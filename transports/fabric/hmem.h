@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory through libfabric's FI_HMEM: which device runtimes this
 // host can load (libfabric dlopens the same libraries), and the FI_HMEM_*
 // interface for each afmesh memory kind.

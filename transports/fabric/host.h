@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The core's services as the fabric module sees them (transports/common/net_module.h).
 #pragma once
 

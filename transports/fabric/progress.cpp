@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Context's progress half: poll(), arm(), and what each completion means.
 #include <rdma/fi_errno.h>
 #include <sys/timerfd.h>

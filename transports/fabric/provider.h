@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Choosing the libfabric provider: AFMESH_FABRIC_PROVIDER when set, else
 // libfabric's own order filtered to hardware providers this module can drive
 // (RDM endpoints with FI_MSG, FI_RMA and at least 4 bytes of remote CQ data):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory registration under every mode a provider may require:
 //  FI_MR_LOCAL      local buffers (write sources, message buffers) are
 //                   registered too and their descriptor passed with each op;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fabric module's messages. Every two-sided message starts with a
 // 16-byte header; connections are emulated over connectionless RDM
 // endpoints with a handshake:

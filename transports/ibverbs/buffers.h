@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registered bounce memory: each connection's receive ring, and the
 // context's pool of send buffers for messages too large to go inline.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One RC connection: its queue pair, receive ring, send-queue accounting
 // and the side-channel socket that set it up and watches the peer.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One transport context (what init() creates): the verbs device, protection
 // domain, the shared completion queue and its channel, the side-channel
 // listener, every connection, and the progress engine poll() runs.

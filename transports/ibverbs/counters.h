@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the ibverbs module counts per context: work requests and doorbells
 // (user space on a real NIC), CQ polls, and the system calls it makes itself
 // (epoll over its fds, the completion channel, the wake-up eventfd).

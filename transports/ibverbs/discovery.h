@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device, port and GID discovery: which RDMA port a context drives, and a
 // line for everything seen on the way saying why it was or was not used.
 #pragma once

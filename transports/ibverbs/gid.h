@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GIDs as the module reasons about them: classification for RoCE GID
 // selection and printing for describe() and errors.
 #pragma once

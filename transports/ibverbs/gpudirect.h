@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How device memory reaches the NIC (GPUDirect RDMA), probed once per context:
 //  - dma-buf: ibv_reg_dmabuf_mr exists in the loaded libibverbs (rdma-core
 //    >= 34) and the caller hands over the dma-buf its device module exported;

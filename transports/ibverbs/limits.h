@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The module's fixed sizes, reported in caps and used to size queues.
 #pragma once
 

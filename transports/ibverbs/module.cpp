@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The module's C ABI edge: afmesh_module_query hands out the operation table
 // that forwards to Context (transports/common/net_module.h).
 #include "context.h"

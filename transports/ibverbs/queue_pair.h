@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RC queue pair creation and its state transitions, RESET -> INIT -> RTR -> RTS.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP side channel: used only to exchange QP information when a
 // connection is set up (there is no librdmacm) and afterwards to notice a
 // peer's close or death at once, rather than after the RC retry timeout.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one narrow table through which the module calls verbs.
 //
 // The module never links libibverbs: it dlopen()s "libibverbs.so.1" (or the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two formats that cross the network besides verbs traffic itself:
 // the listen() address blob and the side-channel handshake messages. Both
 // are fixed-size, big-endian and checked field by field when decoded; the

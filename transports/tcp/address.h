@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The listen-address blob peers exchange (what listen() returns and
 // connect() takes), and the socket-address helpers around it. Layout, in
 // network byte order:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One peer: a non-blocking TCP socket carrying frames both ways.
 //
 // Threads. The receive half belongs to the progress thread (poll()). The

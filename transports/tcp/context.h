@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One transport context (what init() creates): the listening socket, every
 // connection, the region table, and the progress engine poll() runs.
 //

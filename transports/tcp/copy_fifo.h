@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Storage for the payloads copied at post time (small writes and two-sided
 // messages), so the caller may reuse its buffer on return. Operations leave
 // a connection's send queue in the order they entered it, so their copies

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the tcp module counts per context: each kind of system call it makes
 // on the data path, so `afmesh bench` can say what a push-pull costs.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The receiving half of a connection: parses frames off the socket, checks
 // each against the wire rules and the region table, and lands write
 // payloads straight in the destination region.

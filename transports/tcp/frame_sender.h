@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sending half of a connection: turns posted operations into frames and
 // writes them with gathered sends, straight from the caller's registered
 // memory for large writes. Not thread-safe: the connection serialises it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fixed-size, printf-formatted failure reason. Reasons are recorded where a
 // failure is found, often on the progress path, so recording one never
 // allocates; a connection keeps its reason for the EV_CONN_ERROR it reports.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "region_table.h"
 
 #include <sys/random.h>

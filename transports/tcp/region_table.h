@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registered memory regions. A region is named on the wire by its id (the
 // rkey's key). Ids are random 64-bit values, like an RDMA rkey a capability:
 // a peer can write only into a region it was told about, never into one it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bytes a peer writes into a registered region stand in for a NIC's DMA.
 // ThreadSanitizer never sees a NIC's writes, and cannot see the causality
 // that orders them either: a server answers from its receive slice, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A connection's queue of outgoing operations, oldest first. An operation is
 // unsent until its last byte has gone to the socket, then done until it is
 // retired (its completion reported, its copy and source released):

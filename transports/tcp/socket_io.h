@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thin, EINTR-safe wrappers over the socket calls the transport makes. Every
 // socket is non-blocking; sends never raise SIGPIPE.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp transport's wire format. Every operation travels on the
 // connection's byte stream as one or more frames, each a fixed-size header
 // followed by its payload. All header fields are in network byte order:

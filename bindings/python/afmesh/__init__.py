@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """afmesh: tensor communication for Attention-FFN disaggregated inference.
 
 Workers (attention) push activations to servers (FFN) and pull the results

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes mirror of include/afmesh/afmesh.h: structs, constants and prototypes.
 
 (afmesh_respond_vec is not bound: Server.respond_vec answers request by

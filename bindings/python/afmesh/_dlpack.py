@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DLPack over ctypes: reading another library's tensor, and lending ours.
 
 Reading (:func:`parse`) calls ``obj.__dlpack__()`` and reads the DLTensor in

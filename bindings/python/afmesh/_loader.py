@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finds and loads libafmesh.so.
 
 Search order, first hit wins:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Push-pull round trips measured from Python, to compare with the C `afmesh bench` in the same run.
 
 Run one process per node, e.g.::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Element types as DLPack describes them: (type code, bits, lanes).
 
 These are the values that travel with every tensor (``afmesh_dtype``), so a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failures of the C library as Python exceptions.
 
 Every failed C call raises an :class:`Error` (or a subclass chosen by its

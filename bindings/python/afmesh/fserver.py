@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StepMesh's ``fserver`` API over afmesh: existing StepMesh programs run with
 ``import afmesh.fserver as fserver`` in place of ``import fserver_lib``.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cluster membership: the node lifecycle shared by Worker, Server and Scheduler."""
 
 import ctypes as C

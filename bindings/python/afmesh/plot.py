@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Draws an ``afmesh bench --json`` report as a PNG.
 
 Usage::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A node's counters as Prometheus metrics, read at scrape time.
 
 One line in a serving process (needs prometheus_client, python3-prometheus-client)::

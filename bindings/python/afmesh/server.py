@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The FFN side: take requests from workers, answer straight into their pull buffers."""
 
 import ctypes as C

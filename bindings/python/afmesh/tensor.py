@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Describing the caller's memory to the C library, without copying it.
 
 Anything that is one of these can be pushed, pulled into, registered or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The attention side: push activations to servers, pull their results back."""
 
 import ctypes as C

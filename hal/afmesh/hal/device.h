@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * afmesh device module ABI (libafmesh_dev_<name>.so).
  *

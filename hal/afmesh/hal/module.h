@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * afmesh module ABI — the part shared by device and transport modules.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * afmesh transport module ABI (libafmesh_net_<name>.so).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fake runtimes' allocation registry: which ranges are "device" or
 // "host" memory, for pointer queries and address ranges. All of it is host
 // memory underneath.

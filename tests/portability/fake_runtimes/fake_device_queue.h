@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "device" behind the fake runtimes: an in-order queue of host closures
 // run by one worker thread, so a stream or command list really is
 // asynchronous (a wait on a flag blocks later work, not the caller) while

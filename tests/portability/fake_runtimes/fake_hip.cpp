@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fake HIP runtime (libamdhip64.so.5) for tests: one GPU whose memory is
 // host memory and whose streams are in-order host queues. It implements the
 // entry points the hip module uses, with HIP's semantics, so the module's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fake Level Zero loader (libze_loader.so.1) for tests: one GPU whose
 // memory is host memory and whose command lists are in-order host queues.
 // It implements exactly the entry points the ze module uses, with the
