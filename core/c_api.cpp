@@ -126,6 +126,12 @@ const char *afmesh_last_error(void) { return t_last_error.c_str(); }
 
 const char *afmesh_version(void) { return AFMESH_VERSION_STRING; }
 
+afmesh_status afmesh_set_log_handler(afmesh_log_handler handler, void *user) {
+    if (!afmesh::set_log_handler(handler, user))
+        return finish({Code::kNoMemory, "no memory for the log handler; lines still go where they went"});
+    return finish(Status::ok());
+}
+
 afmesh_status afmesh_node_create(const afmesh_config *c, afmesh_node **node) {
     if (!node) return invalid("null node pointer");
     *node = nullptr;

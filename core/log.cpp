@@ -11,7 +11,6 @@
 #include <ctime>
 #include <new>
 
-#include "afmesh/afmesh.h"
 
 namespace afmesh {
 namespace {
@@ -135,6 +134,14 @@ void set_log_identity(const char *role, int32_t rank) {
     if (fresh) publish(g_identity, fresh);  // out of memory: lines keep the old identity
 }
 
+bool set_log_handler(afmesh_log_handler handler, void *user) {
+    // The pair is one entry, so no line ever sees the new handler with the old user pointer.
+    auto *fresh = new (std::nothrow) Handler{handler, user, nullptr};
+    if (!fresh) return false;
+    publish(g_handler, fresh);
+    return true;
+}
+
 void log(int level, const char *source, const char *fmt, ...) {
     if (level > g_level.load(std::memory_order_relaxed)) return;
     Line line;
@@ -167,10 +174,4 @@ std::string take_module_error() {
 
 }  // namespace afmesh
 
-extern "C" afmesh_status afmesh_set_log_handler(afmesh_log_handler handler, void *user) {
-    // The pair is one entry, so no line ever sees the new handler with the old user pointer.
-    auto *fresh = new (std::nothrow) afmesh::Handler{handler, user, nullptr};
-    if (!fresh) return AFMESH_ERR_NO_MEMORY;
-    afmesh::publish(afmesh::g_handler, fresh);
-    return AFMESH_OK;
-}
+

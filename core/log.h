@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "afmesh/afmesh.h"
 #include "afmesh/hal/module.h"
 
 namespace afmesh {
@@ -23,6 +24,9 @@ bool parse_log_level(const char *name, afmesh_log_level *level);
  * Process-wide; the last call wins.
  */
 void set_log_identity(const char *role, int32_t rank);
+
+/** Hands every line to `handler` (null: stderr again); false when out of memory (nothing changes). */
+bool set_log_handler(afmesh_log_handler handler, void *user);
 
 /**
  * Writes one line
