@@ -224,7 +224,8 @@ afmesh_status afmesh_transport_counters(afmesh_node *node, afmesh_counter *count
     const afmesh::Node *n = as_node(node);
     if (!n || !count || (capacity && !counters)) return invalid("need a worker or server node, a count and room for the counters");
     return guarded([&] {
-        const std::vector<afmesh_net_counter> found = n->transport_counters();
+        std::vector<afmesh_net_counter> found;
+        if (Status s = n->transport_counters(&found); !s) return s;
         for (size_t i = 0; i < std::min(capacity, found.size()); ++i)
             counters[i] = {found[i].name, found[i].help, found[i].value};
         *count = found.size();

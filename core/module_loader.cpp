@@ -173,26 +173,30 @@ uint32_t Module::write_segs() const {
     return caps_.max_write_segs >= 2 ? caps_.max_write_segs : 0;
 }
 
-std::vector<afmesh_net_counter> Module::counters() const {
-    if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_ || abi_minor_ < 3) return {};
+Status Module::counters(std::vector<afmesh_net_counter> *out) const {
+    out->clear();
+    if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_ || abi_minor_ < 3) return Status::ok();
     const afmesh_net_ops &ops = net();
-    if (ops.struct_size < offsetof(afmesh_net_ops, counters) + sizeof ops.counters || !ops.counters) return {};
-    std::vector<afmesh_net_counter> out(16);
+    if (ops.struct_size < offsetof(afmesh_net_ops, counters) + sizeof ops.counters || !ops.counters) return Status::ok();
+    out->resize(16);
     for (;;) {
-        const int n = ops.counters(ctx_, out.data(), static_cast<uint32_t>(out.size()));
-        if (n < 0) return {};
-        if (static_cast<size_t>(n) <= out.size()) {
-            out.resize(static_cast<size_t>(n));
-            return out;
-        }
-        out.resize(static_cast<size_t>(n));  // the module has more: ask again with room for all
+        take_module_error();
+        const int n = ops.counters(ctx_, out->data(), static_cast<uint32_t>(out->size()));
+        if (n < 0)
+            return {static_cast<Code>(n), "transport " + name_ + ": counters failed: " + take_module_error()};
+        const bool fitted = static_cast<size_t>(n) <= out->size();
+        out->resize(static_cast<size_t>(n));  // the module has more: ask again with room for all
+        if (fitted) return Status::ok();
     }
 }
 
-uint64_t Module::syscalls() const {
-    for (const afmesh_net_counter &c : counters())
-        if (c.name && strcmp(c.name, "syscalls") == 0) return c.value;
-    return 0;
+Status Module::syscalls(uint64_t *out) const {
+    *out = 0;
+    std::vector<afmesh_net_counter> found;
+    if (Status s = counters(&found); !s) return s;
+    for (const afmesh_net_counter &c : found)
+        if (c.name && strcmp(c.name, "syscalls") == 0) *out = c.value;
+    return Status::ok();
 }
 
 std::string Module::describe() const {

@@ -59,10 +59,10 @@ public:
     std::string describe() const;
     /** Most segments the transport's write_imm_v (ABI 1.2) takes; 0 when it has none. */
     uint32_t write_segs() const;
-    /** A transport's own counters (ABI 1.3 counters()); empty when it counts nothing. */
-    std::vector<afmesh_net_counter> counters() const;
-    /** A transport's "syscalls" counter; 0 when it has none. */
-    uint64_t syscalls() const;
+    /** A transport's own counters (ABI 1.3 counters()): none when it counts nothing; an error when it fails. */
+    Status counters(std::vector<afmesh_net_counter> *out) const;
+    /** A transport's "syscalls" counter: 0 when it has none; an error when counters() fails. */
+    Status syscalls(uint64_t *out) const;
 
 private:
     friend Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);

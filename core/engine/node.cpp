@@ -341,12 +341,11 @@ void Node::refuse_locked(afmesh_net_conn *conn, const Status &why) {
         fail_peer(peer, why);
         if (connect_failure_) connect_failure_ = {why.code(), who + ": " + why.message()};
     }
-    ++refused_;
     counters_->connections_refused.add();
     uint64_t held_back = 0;
     if (refusal_log_.allow(Clock::now(), &held_back))
         AFMESH_LOG(AFMESH_LOG_WARN, "dropping %s: %s (%llu refused in all, %llu not logged since the last report)",
-                   who.c_str(), why.message().c_str(), static_cast<unsigned long long>(refused_),
+                   who.c_str(), why.message().c_str(), static_cast<unsigned long long>(counters_->connections_refused.get()),
                    static_cast<unsigned long long>(held_back));
     close_link_locked(conn);
 }
@@ -408,9 +407,11 @@ Status Node::stats(int32_t peer, afmesh_stats *out) const {
         counters_->peer(peer).add_traffic_to(out);
         return Status::ok();
     }
+    uint64_t transport_syscalls = 0;
+    if (Status s = transport_->syscalls(&transport_syscalls); !s) return s;
     counters_->add_to(out);
     progress_->counters().add_to(out);
-    out->syscalls += transport_->syscalls();
+    out->syscalls += transport_syscalls;
     out->staging_copies += staging_->copies();
     out->staging_bytes += staging_->copied_bytes();
     return Status::ok();

@@ -72,7 +72,7 @@ public:
     /** Adds the node's counters (peer < 0) or one peer's to `out`; NOT_FOUND for a rank outside the cluster. */
     Status stats(int32_t peer, afmesh_stats *out) const;
     /** The transport module's own counters. */
-    std::vector<afmesh_net_counter> transport_counters() const { return transport_->counters(); }
+    Status transport_counters(std::vector<afmesh_net_counter> *out) const { return transport_->counters(out); }
     /** Stops cleanly: every node agrees, then connections close. Idempotent. */
     Status stop();
 
@@ -130,7 +130,6 @@ private:
     std::unordered_set<afmesh_net_conn *> farewells_;
     std::atomic<size_t> farewells_left_{0};
     LogLimiter refusal_log_{std::chrono::seconds(1)};
-    uint64_t refused_ = 0;  // connections dropped for failing the handshake or breaking the protocol
     std::unique_ptr<Ticker> ticker_;  // last: stopped before anything it touches
     bool stopped_ = false;
 };

@@ -60,7 +60,9 @@ CostMeter::Reading CostMeter::read() const {
     stats.struct_size = sizeof stats;
     check(afmesh_stats_get(node_, &stats), "stats");
     now.afmesh = {stats.syscalls, stats.writes + stats.gathered_writes + stats.messages};
-    now.floor = {floor_.syscalls(), floor_.operations()};
+    uint64_t floor_syscalls = 0;
+    if (Status s = floor_.syscalls(&floor_syscalls); !s) die(s.message());
+    now.floor = {floor_syscalls, floor_.operations()};
     return now;
 }
 

@@ -63,7 +63,11 @@ public:
 
     // What it cost so far (readable from any thread while it runs).
     /** System calls: its progress loop's sleeps, wake-ups and yields, and those the transport counts. */
-    uint64_t syscalls() const { return progress_->counters().syscalls() + transport_->syscalls(); }
+    Status syscalls(uint64_t *out) const {
+        if (Status s = transport_->syscalls(out); !s) return s;
+        *out += progress_->counters().syscalls();
+        return Status::ok();
+    }
     /** Transport operations it posted: write_imm and send. */
     uint64_t operations() const { return operations_.load(std::memory_order_relaxed); }
 
