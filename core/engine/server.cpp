@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 
 #include "clock.h"
@@ -171,7 +172,8 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int3
     if (req.eager) worker.counters.eager_requests.add();
     if (entry >= 0) worker.counters.mailbox_requests.add();
     if (!req.aborted)
-        for (const wire::TensorMeta &t : req.pushes) worker.counters.push_bytes.add(t.bytes);
+        worker.counters.push_bytes.add(std::accumulate(req.pushes.begin(), req.pushes.end(), uint64_t{0},
+                                                       [](uint64_t sum, const wire::TensorMeta &t) { return sum + t.bytes; }));
     if (req.eager) {
         // The bytes are the message's, lent until this returns: into the slices now.
         const uint8_t *from = req.eager_data;
@@ -639,7 +641,7 @@ void ServerEngine::count_response(Worker &worker, const wire::Response &response
     worker.counters.responses.add();
     if (response.eager) worker.counters.eager_responses.add();
     if (response.carried) worker.counters.mailbox_responses.add();
-    for (uint64_t bytes : response.pull_bytes) worker.counters.pull_bytes.add(bytes);
+    worker.counters.pull_bytes.add(std::accumulate(response.pull_bytes.begin(), response.pull_bytes.end(), uint64_t{0}));
 }
 
 void ServerEngine::answer_aborted(int32_t worker_rank, const wire::Request &request) {

@@ -2,6 +2,7 @@
 #include "worker.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 
 #include "clock.h"
@@ -485,7 +486,8 @@ void WorkerEngine::send_request(uint16_t slot, Part &part, const afmesh_net_writ
     if (request_.eager) counters.eager_requests.add();
     if (part.entry >= 0) counters.mailbox_requests.add();
     if (!aborted)
-        for (uint32_t i : part.pushes) counters.push_bytes.add(op.pushes[i].tensor.bytes);
+        counters.push_bytes.add(std::accumulate(part.pushes.begin(), part.pushes.end(), uint64_t{0},
+                                                [&](uint64_t sum, uint32_t i) { return sum + op.pushes[i].tensor.bytes; }));
 }
 
 void WorkerEngine::advance_parked(int32_t server_rank) {
@@ -697,7 +699,7 @@ void WorkerEngine::count_response(int32_t server_rank, const wire::Response &res
     counters.responses.add();
     if (response.eager) counters.eager_responses.add();
     if (entry >= 0) counters.mailbox_responses.add();
-    for (uint64_t bytes : response.pull_bytes) counters.pull_bytes.add(bytes);
+    counters.pull_bytes.add(std::accumulate(response.pull_bytes.begin(), response.pull_bytes.end(), uint64_t{0}));
 }
 
 void WorkerEngine::count_outcome(const Op &op) {
