@@ -1,43 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `afmesh` command's subcommands: one table, one file per subcommand.
-// Adding a subcommand (scheduler, run, bench...) means writing its run
-// function in its own file and adding one row to the table in commands.cpp.
+// The `afmesh` command's subcommands, declared on CLI11: each file defines
+// one subcommand's options and help text on the CLI::App it is given and
+// returns what runs it once the command line has parsed, so the help is
+// generated from the same declarations that parse. Adding a subcommand means
+// writing its define function in its own file and adding one row to the
+// table in main.cpp.
 #pragma once
 
-#include <cstdio>
-#include <span>
-#include <string_view>
+#include <functional>
+
+#include "cli.h"
 
 namespace afmesh::tool {
 
-/** Exit statuses shared by every subcommand. */
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;  // the command ran and found a problem
-constexpr int kExitUsage = 2;    // the command line itself is wrong
+using cli::kExitFailure;
+using cli::kExitOk;
+using cli::kExitUsage;
 
-/** Arguments after the subcommand's name (argv[0] is the first of them). */
-using Args = std::span<char *const>;
+/** What runs a subcommand once its options are parsed: returns the exit status. */
+using Runner = std::function<int()>;
 
-struct Command {
-    const char *name;
-    const char *summary;  // one line, for the command list
-    const char *usage;    // the full help text, ending in a newline
-    int (*run)(Args args);
-};
-
-/** Every subcommand, in the order `afmesh help` lists them. */
-std::span<const Command> commands();
-/** The subcommand called `name`, or nullptr. */
-const Command *find_command(std::string_view name);
-/** Writes the program's usage: synopsis and the subcommand list. */
-void print_usage(FILE *out);
-/** Whether `arg` asks for help (-h / --help). */
-bool is_help_flag(std::string_view arg);
-
-int run_help(Args args);
-int run_info(Args args);
-int run_scheduler(Args args);
-int run_run(Args args);
-int run_bench(Args args);
+Runner define_info(CLI::App &command);
+Runner define_run(CLI::App &command);
+Runner define_bench(CLI::App &command);
+Runner define_scheduler(CLI::App &command);
+/** `afmesh help [command]`: prints `program`'s help or one of its subcommands'. */
+Runner define_help(CLI::App &command, const CLI::App &program);
 
 }  // namespace afmesh::tool

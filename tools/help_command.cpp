@@ -1,27 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-// `afmesh help [command]`.
+// `afmesh help [command]`: the same text as `afmesh [command] --help`.
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include "command.h"
 
 namespace afmesh::tool {
 
-int run_help(Args args) {
-    if (args.size() > 2) {
-        fprintf(stderr, "afmesh help: expected at most one command name\n\n");
-        print_usage(stderr);
-        return kExitUsage;
-    }
-    if (args.size() == 1) {
-        print_usage(stdout);
+Runner define_help(CLI::App &command, const CLI::App &program) {
+    auto topic = std::make_shared<std::string>();
+    std::vector<std::string> names;
+    for (const CLI::App *sub : program.get_subcommands([](const CLI::App *) { return true; }))
+        names.push_back(sub->get_name());
+    command.add_option("command", *topic, "the command to explain")->check(CLI::IsMember(names));
+    return [topic, &program]() {
+        if (topic->empty()) {
+            // Not program.help(): that would explain the chosen subcommand, `help` itself.
+            fputs(program.get_formatter()->make_help(&program, program.get_name(), CLI::AppFormatMode::Normal).c_str(),
+                  stdout);
+        } else {
+            const CLI::App *sub = program.get_subcommand(*topic);
+            fputs(sub->help(program.get_name()).c_str(), stdout);
+        }
         return kExitOk;
-    }
-    const Command *command = find_command(args[1]);
-    if (!command) {
-        fprintf(stderr, "afmesh help: unknown command '%s'\n\n", args[1]);
-        print_usage(stderr);
-        return kExitUsage;
-    }
-    fputs(command->usage, stdout);
-    return kExitOk;
+    };
 }
 
 }  // namespace afmesh::tool

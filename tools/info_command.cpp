@@ -1,35 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
 // `afmesh info [--json]`.
-#include <cstring>
+#include <memory>
 
 #include "command.h"
 #include "info_report.h"
 
 namespace afmesh::tool {
 
-int run_info(Args args) {
-    bool json = false;
-    for (size_t i = 1; i < args.size(); ++i) {
-        if (strcmp(args[i], "--json") == 0) {
-            json = true;
-        } else if (is_help_flag(args[i])) {
-            fputs(find_command("info")->usage, stdout);
-            return kExitOk;
-        } else {
-            fprintf(stderr, "afmesh info: unknown option '%s'\n\n%s", args[i], find_command("info")->usage);
-            return kExitUsage;
-        }
-    }
-    // The process configuration is the one modules see through host services.
-    InfoReport report = gather_info(Config::process());
-    if (json)
-        write_info_json(report, stdout);
-    else
-        write_info_text(report, stdout);
-    fflush(stdout);
-    // Errors also go to stderr, so they are seen even when stdout is piped away.
-    for (const std::string &error : report.errors) fprintf(stderr, "afmesh info: %s\n", error.c_str());
-    return report.ok() ? kExitOk : kExitFailure;
+Runner define_info(CLI::App &command) {
+    auto json = std::make_shared<bool>(false);
+    command.add_flag("--json", *json, "write the same as one JSON object, for scripts");
+    command.footer(
+        "Lists the module search directories, every module found there and whether\n"
+        "it loads (each one is probed), the device and transport that AFMESH_DEVICE\n"
+        "and AFMESH_TRANSPORT select, every AFMESH_* variable with its value and\n"
+        "meaning, and notes about the environment (unknown names, aliases used).\n"
+        "\n"
+        "Exit status: 0 when a device and a transport were selected and the\n"
+        "configuration is valid, 1 otherwise (the reason goes to stderr), 2 for a\n"
+        "bad command line.");
+    return [json]() {
+        // The process configuration is the one modules see through host services.
+        InfoReport report = gather_info(Config::process());
+        if (*json)
+            write_info_json(report, stdout);
+        else
+            write_info_text(report, stdout);
+        fflush(stdout);
+        // Errors also go to stderr, so they are seen even when stdout is piped away.
+        for (const std::string &error : report.errors) fprintf(stderr, "afmesh info: %s\n", error.c_str());
+        return report.ok() ? kExitOk : kExitFailure;
+    };
 }
 
 }  // namespace afmesh::tool

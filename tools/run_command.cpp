@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ extern char **environ;
 namespace afmesh::tool {
 namespace {
 
+// More nodes than one host's process and port budget would bear.
+constexpr int kMaxNodesPerRole = 4096;
+
 struct RunOptions {
     int workers = 1, servers = 1;
     std::string scheduler = "127.0.0.1:0";
@@ -32,39 +36,6 @@ struct RunOptions {
     int timeout_s = 0;         // 0: none
     std::vector<std::string> program;
 };
-
-bool parse(Args args, RunOptions *o) {
-    size_t i = 1;
-    for (; i < args.size(); ++i) {
-        std::string a = args[i];
-        auto value = [&]() -> const char * { return i + 1 < args.size() ? args[++i] : nullptr; };
-        const char *v = nullptr;
-        if (a == "--") {
-            ++i;
-            break;
-        } else if (a == "--workers" && (v = value())) {
-            o->workers = atoi(v);
-        } else if (a == "--servers" && (v = value())) {
-            o->servers = atoi(v);
-        } else if (a == "--scheduler" && (v = value())) {
-            o->scheduler = v;
-        } else if (a == "--only" && (v = value())) {
-            o->only = v;
-        } else if (a == "--timeout" && (v = value())) {
-            o->timeout_s = atoi(v);
-        } else {
-            fprintf(stderr, "afmesh run: unknown or incomplete option '%s'\n", a.c_str());
-            return false;
-        }
-    }
-    for (; i < args.size(); ++i) o->program.push_back(args[i]);
-    if (o->workers < 1 || o->servers < 1 || o->program.empty() ||
-        (o->only != "all" && o->only != "servers" && o->only != "workers")) {
-        fprintf(stderr, "afmesh run: need --workers >= 1, --servers >= 1, --only all|servers|workers and -- PROGRAM\n");
-        return false;
-    }
-    return true;
-}
 
 // "afmesh" means this very executable, so `afmesh run -- afmesh bench` works
 // from a build tree that is not on PATH; other names are looked up on PATH.
@@ -145,11 +116,7 @@ int take_stop_signal(int read_fd) {
     return read(read_fd, &number, 1) == 1 ? number : 0;
 }
 
-}  // namespace
-
-int run_run(Args args) {
-    RunOptions o;
-    if (!parse(args, &o)) return kExitUsage;
+int run(RunOptions &o) {
     if (o.only != "workers") o.scheduler = with_free_port(o.scheduler);
     const std::string program = resolve(o.program[0]);
     int stop_fd = -1;
@@ -190,6 +157,36 @@ int run_run(Args args) {
         return kExitFailure;
     }
     return kExitOk;
+}
+
+}  // namespace
+
+Runner define_run(CLI::App &command) {
+    auto o = std::make_shared<RunOptions>();
+    cli::add_count(command, "--workers", o->workers, "how many workers", 1, kMaxNodesPerRole);
+    cli::add_count(command, "--servers", o->servers, "how many servers", 1, kMaxNodesPerRole);
+    command.add_option("--scheduler", o->scheduler, "the address the scheduler listens on (port 0: a free one)")
+        ->capture_default_str()
+        ->type_name("HOST:PORT");
+    command
+        .add_option("--only", o->only,
+                    "one host's share of a multi-host cluster: 'servers' = the scheduler and the servers (host A), "
+                    "'workers' = the workers, pointed at host A's --scheduler (host B)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"all", "servers", "workers"}));
+    cli::add_count(command, "--timeout", o->timeout_s, "stop everything after this many seconds (exit 1); 0: never")
+        ->type_name("SECONDS");
+    command.add_option("program", o->program, "the program each node runs, and its arguments (after --)")
+        ->required()
+        ->type_name("-- PROGRAM [ARGS...]");
+    command.footer(
+        "Starts the scheduler, the servers and the workers as child processes, each\n"
+        "running PROGRAM with AFMESH_ROLE, AFMESH_RANK, AFMESH_SCHEDULER,\n"
+        "AFMESH_NUM_WORKERS and AFMESH_NUM_SERVERS set, and relays their output\n"
+        "prefixed with their role. If one fails the others are stopped and the exit\n"
+        "status is 1, naming the one that failed. PROGRAM 'afmesh' means this program:\n"
+        "  afmesh run --workers 2 --servers 2 -- afmesh bench");
+    return [o]() { return run(*o); };
 }
 
 }  // namespace afmesh::tool

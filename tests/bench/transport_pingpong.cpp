@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli.h"
 #include "fabric_floor.h"
 #include "log.h"
 #include "module_loader.h"
@@ -58,52 +59,23 @@ struct Options {
     exit(1);
 }
 
-size_t parse_size(const std::string &text) {
-    char *end = nullptr;
-    const unsigned long long value = strtoull(text.c_str(), &end, 10);
-    const std::string suffix = end;
-    if (end == text.c_str()) die("not a size: '" + text + "'");
-    if (suffix.empty()) return value;
-    if (suffix == "K" || suffix == "k") return value << 10;
-    if (suffix == "M" || suffix == "m") return value << 20;
-    if (suffix == "G" || suffix == "g") return value << 30;
-    die("unknown size suffix in '" + text + "' (use K, M or G)");
-}
-
-Options parse_options(int argc, char **argv) {
-    Options options;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) die(arg + " needs a value");
-            return argv[++i];
-        };
-        if (arg == "--transport") {
-            options.transport = value();
-        } else if (arg == "--sizes") {
-            options.sizes.clear();
-            const std::string list = value();
-            for (size_t start = 0; start <= list.size();) {
-                size_t comma = list.find(',', start);
-                if (comma == std::string::npos) comma = list.size();
-                if (comma > start) options.sizes.push_back(parse_size(list.substr(start, comma - start)));
-                start = comma + 1;
-            }
-        } else if (arg == "--iters") {
-            options.iters = parse_size(value());
-        } else if (arg == "--warmup") {
-            options.warmup = parse_size(value());
-        } else if (arg == "--poll") {
-            const std::string mode = value();
-            if (mode != "busy" && mode != "wait") die("--poll takes busy or wait");
-            options.wait = mode == "wait";
-        } else {
-            die("usage: afmesh-transport-bench [--transport NAME] [--sizes 8,64K,8M] [--iters N] [--warmup N] "
-                "[--poll busy|wait]");
-        }
-    }
-    if (options.sizes.empty()) die("--sizes names no size");
-    return options;
+// The command line, on the conventions every afmesh program shares (cli.h).
+void declare_options(CLI::App &app, Options &o) {
+    app.add_option("--transport", o.transport, "the transport module to measure")->capture_default_str();
+    app.add_option("--sizes", o.sizes, "message sizes (1 B to 4 GiB)")
+        ->delimiter(',')
+        ->type_name("SIZE,...")
+        ->default_str(CLI::detail::join(o.sizes, ","))
+        ->transform(cli::byte_size())
+        ->check(CLI::Range(size_t{1}, size_t{1} << 32).description(""));
+    cli::add_count(app, "--iters", o.iters, "timed round trips per size (0: as many as the size warrants)");
+    cli::add_count(app, "--warmup", o.warmup, "untimed round trips first (0: a tenth of --iters)");
+    app.add_option_function<std::string>(
+           "--poll", [&o](const std::string &mode) { o.wait = mode == "wait"; },
+           "busy: spin on poll(); wait: sleep on the module's wait fd between polls")
+        ->type_name("MODE")
+        ->default_str("busy")
+        ->check(CLI::IsMember({"busy", "wait"}));
 }
 
 // Enough round trips for a stable p99 without spending long on large sizes.
@@ -376,7 +348,11 @@ Floor choose_floor(const Options &options) {
 
 int main(int argc, char **argv) {
     using namespace afmesh::bench;
-    const Options options = parse_options(argc, argv);
+    Options options;
+    CLI::App app{"Round trips of write_imm through a transport module, next to the raw floor of the same transport.",
+                 "afmesh-transport-bench"};
+    declare_options(app, options);
+    if (std::optional<int> status = afmesh::cli::parse(app, argc, argv)) return *status;
     const Floor floor = choose_floor(options);
     TransportPingPong transport(options.transport, *std::max_element(options.sizes.begin(), options.sizes.end()),
                                 options.wait);

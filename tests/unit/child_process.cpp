@@ -9,9 +9,20 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+
+#include "env_block.h"
+
+extern char **environ;
 
 namespace afmesh::test {
 namespace {
+
+bool starts_with_any(std::string_view text, std::initializer_list<std::string_view> prefixes) {
+    for (std::string_view prefix : prefixes)
+        if (text.substr(0, prefix.size()) == prefix) return true;
+    return false;
+}
 
 std::string errno_text(const char *what, int err) { return std::string(what) + ": " + strerror(err); }
 
@@ -91,6 +102,16 @@ ChildResult run_child(const std::string &path, const std::vector<std::string> &a
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
     return result;
+}
+
+ChildResult run_tool(const std::string &path, std::vector<std::string> args, std::initializer_list<std::string> vars,
+                     const std::string &argv0) {
+    EnvBlock env;
+    for (char **p = environ; *p; ++p)
+        if (!starts_with_any(*p, {"AFMESH_", "DMLC_", "STEPMESH_"})) env.add(*p);
+    for (const std::string &var : vars) env.add(var);
+    args.insert(args.begin(), argv0.empty() ? path : argv0);
+    return run_child(path, args, env.envp());
 }
 
 }  // namespace afmesh::test

@@ -3,6 +3,7 @@
 // of the `afmesh` command.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,13 @@ struct ChildResult {
  * the end and reaps it by pid. Blocks until the child exits.
  */
 ChildResult run_child(const std::string &path, const std::vector<std::string> &argv, char **envp);
+
+/**
+ * Runs the program at `path` with `args` after argv[0] (`argv0`, or `path`
+ * when empty), in this process's environment minus every afmesh and StepMesh
+ * variable (sanitizer options and the like pass through), plus `vars`.
+ */
+ChildResult run_tool(const std::string &path, std::vector<std::string> args, std::initializer_list<std::string> vars,
+                     const std::string &argv0 = "");
 
 }  // namespace afmesh::test

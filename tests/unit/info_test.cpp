@@ -11,7 +11,6 @@
 #include "afmesh/hal/module.h"
 #include "child_process.h"
 #include "config.h"
-#include "env_block.h"
 #include "json_value.h"
 
 #ifndef AFMESH_BIN
@@ -27,36 +26,22 @@
 #error "the build must define AFMESH_VERSION_STRING"
 #endif
 
-extern char **environ;
 
 namespace afmesh {
 namespace {
 
 using test::ChildResult;
-using test::EnvBlock;
 using test::JsonValue;
 
 std::string test_dir(const char *name) { return std::string(AFMESH_TEST_MODULE_DIR) + "/" + name; }
 
 bool contains(const std::string &text, std::string_view part) { return text.find(part) != std::string::npos; }
 
-bool starts_with_any(std::string_view text, std::initializer_list<std::string_view> prefixes) {
-    for (std::string_view prefix : prefixes)
-        if (text.substr(0, prefix.size()) == prefix) return true;
-    return false;
-}
-
-// Runs bin/afmesh with `args` in this process's environment minus every
-// afmesh and StepMesh variable (sanitizer options and the like pass through),
-// plus `vars`. argv[0] is `argv0`: the full path unless a test says otherwise.
+// Runs bin/afmesh with `args` and only the afmesh variables in `vars`
+// (test::run_tool). argv[0] is `argv0`: the full path unless a test says otherwise.
 ChildResult afmesh(std::vector<std::string> args, std::initializer_list<std::string> vars = {},
                    const std::string &argv0 = AFMESH_BIN) {
-    EnvBlock env;
-    for (char **p = environ; *p; ++p)
-        if (!starts_with_any(*p, {"AFMESH_", "DMLC_", "STEPMESH_"})) env.add(*p);
-    for (const std::string &var : vars) env.add(var);
-    args.insert(args.begin(), argv0);
-    ChildResult r = test::run_child(AFMESH_BIN, args, env.envp());
+    ChildResult r = test::run_tool(AFMESH_BIN, std::move(args), vars, argv0);
     EXPECT_EQ(r.spawn_error, "");
     EXPECT_EQ(r.signal, 0) << "afmesh was killed; stderr:\n" << r.err;
     return r;
@@ -89,60 +74,6 @@ const JsonValue *find_by_name(const JsonValue &array, std::string_view name) {
     for (const JsonValue &item : array.array)
         if (const JsonValue *n = item.find("name"); n && n->string == name) return &item;
     return nullptr;
-}
-
-// ---- the dispatcher ----
-
-TEST(info_cli, VersionPrintsTheProjectVersion) {
-    ChildResult r = afmesh({"--version"});
-    EXPECT_EQ(r.exit_code, 0);
-    EXPECT_EQ(r.out.rfind(std::string("afmesh ") + AFMESH_VERSION_STRING, 0), 0u) << r.out;
-}
-
-TEST(info_cli, HelpListsEveryCommand) {
-    for (const char *flag : {"help", "--help", "-h"}) {
-        SCOPED_TRACE(flag);
-        ChildResult r = afmesh({flag});
-        EXPECT_EQ(r.exit_code, 0);
-        EXPECT_TRUE(contains(r.out, "usage: afmesh <command>")) << r.out;
-        EXPECT_TRUE(contains(r.out, "\n  info ")) << r.out;
-        EXPECT_TRUE(contains(r.out, "\n  help ")) << r.out;
-    }
-}
-
-TEST(info_cli, HelpForOneCommandShowsItsOptions) {
-    for (std::vector<std::string> args : {std::vector<std::string>{"help", "info"}, {"info", "--help"}}) {
-        ChildResult r = afmesh(args);
-        EXPECT_EQ(r.exit_code, 0);
-        EXPECT_TRUE(contains(r.out, "usage: afmesh info [--json]")) << r.out;
-    }
-}
-
-TEST(info_cli, UnknownCommandIsAUsageError) {
-    ChildResult r = afmesh({"frobnicate"});
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_TRUE(contains(r.err, "unknown command 'frobnicate'")) << r.err;
-    EXPECT_TRUE(contains(r.err, "usage: afmesh <command>")) << r.err;
-    EXPECT_EQ(r.out, "");
-}
-
-TEST(info_cli, MissingCommandIsAUsageError) {
-    ChildResult r = afmesh({});
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_TRUE(contains(r.err, "usage: afmesh <command>")) << r.err;
-}
-
-TEST(info_cli, HelpForAnUnknownCommandIsAUsageError) {
-    ChildResult r = afmesh({"help", "frobnicate"});
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_TRUE(contains(r.err, "unknown command 'frobnicate'")) << r.err;
-}
-
-TEST(info_cli, UnknownInfoOptionIsAUsageError) {
-    ChildResult r = afmesh({"info", "--yaml"});
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_TRUE(contains(r.err, "unknown option '--yaml'")) << r.err;
-    EXPECT_TRUE(contains(r.err, "usage: afmesh info")) << r.err;
 }
 
 // ---- afmesh info, text ----

@@ -1,11 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench_options.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <optional>
 
 namespace afmesh::bench {
 namespace {
@@ -15,106 +10,62 @@ constexpr DType kDTypes[] = {
     {"int8", {0, 8, 1}, 1},
 };
 
-bool parse_dtype(const char *name, DType *out) {
-    for (const DType &d : kDTypes)
-        if (!strcmp(d.name, name)) return *out = d, true;
-    fprintf(stderr, "afmesh bench: unknown dtype '%s' (bf16, fp16, fp32, fp8, int8)\n", name);
-    return false;
-}
-
-// A comma-separated list; false (having said why) when an item does not parse or there is none.
-template <class T, class Parse>
-bool parse_list(const char *flag, const char *text, std::vector<T> *out, Parse parse) {
-    out->clear();
-    std::string s = text;
-    for (size_t start = 0; start <= s.size();) {
-        size_t comma = s.find(',', start);
-        if (comma == std::string::npos) comma = s.size();
-        if (comma > start) {
-            const std::string item = s.substr(start, comma - start);
-            std::optional<T> value = parse(item);
-            if (!value) {
-                fprintf(stderr, "afmesh bench: %s: bad item '%s'\n", flag, item.c_str());
-                return false;
-            }
-            out->push_back(std::move(*value));
-        }
-        start = comma + 1;
-    }
-    if (out->empty()) fprintf(stderr, "afmesh bench: %s needs at least one item\n", flag);
-    return !out->empty();
-}
-
-std::optional<uint64_t> parse_size(const std::string &text) {
-    char *end = nullptr;
-    errno = 0;
-    const unsigned long long v = strtoull(text.c_str(), &end, 10);
-    if (errno || end == text.c_str() || *end || text[0] == '-') return std::nullopt;
-    return v;
-}
-
-bool positive(const char *flag, long v) {
-    if (v > 0) return true;
-    fprintf(stderr, "afmesh bench: %s must be positive\n", flag);
-    return false;
+// A dtype option: one of kDTypes by name, stored into *out.
+void declare_dtype(CLI::App &command, const char *name, const char *help, DType *out) {
+    std::vector<std::string> names;
+    for (const DType &d : kDTypes) names.emplace_back(d.name);
+    command
+        .add_option_function<std::string>(
+            name,
+            [out](const std::string &chosen) {
+                for (const DType &d : kDTypes)
+                    if (chosen == d.name) *out = d;
+            },
+            help)
+        ->type_name("DTYPE")
+        ->default_str(out->name)
+        ->check(CLI::IsMember(names));
 }
 
 }  // namespace
 
-bool parse_options(int argc, char *const *argv, Options *o) {
-    for (int i = 1; i < argc; ++i) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-        auto takes = [&](const char *flag) {
-            if (strcmp(a, flag) != 0) return false;
-            if (!v) {
-                fprintf(stderr, "afmesh bench: %s needs a value\n", flag);
-                exit(2);
-            }
-            ++i;
-            return true;
-        };
-        if (takes("--iters")) { if (!positive(a, o->iters = atoi(v))) return false; }
-        else if (takes("--warmup")) o->warmup = atoi(v);
-        else if (takes("--seconds")) o->seconds = atof(v);
-        else if (takes("--tokens")) { if (!positive(a, o->tokens = atoi(v))) return false; }
-        else if (takes("--hidden")) { if (!positive(a, o->hidden = atoi(v))) return false; }
-        else if (takes("--dtype")) { if (!parse_dtype(v, &o->push_dtype)) return false; }
-        else if (takes("--pull-dtype")) { if (!parse_dtype(v, &o->pull_dtype)) return false; }
-        else if (takes("--microbatches")) { if (!positive(a, o->microbatches = atoi(v))) return false; }
-        else if (takes("--layers")) { if (!positive(a, o->layers = atoi(v))) return false; }
-        else if (takes("--sizes")) { if (!parse_list(a, v, &o->sizes, parse_size)) return false; }
-        else if (takes("--poll")) {
-            if (!parse_list(a, v, &o->polls, [](const std::string &x) { return std::optional<std::string>(x); }))
-                return false;
-        }
-        else if (takes("--batch")) {
-            if (!strcmp(v, "all")) o->batch = AFMESH_BATCH_ALL_WORKERS;
-            else if (!strcmp(v, "any")) o->batch = AFMESH_BATCH_ANY;
-            else {
-                fprintf(stderr, "afmesh bench: --batch takes all or any\n");
-                return false;
-            }
-        }
-        else if (takes("--json")) o->json = v;
-        else if (takes("--csv")) o->csv = v;
-        else if (!strcmp(a, "--trace")) o->trace = true;
-        else {
-            fprintf(stderr, "afmesh bench: unknown option '%s'\n", a);
-            return false;
-        }
-    }
-    for (uint64_t s : o->sizes)
-        if (s < 8 || s > (uint64_t{1} << 32) - 1) {
-            fprintf(stderr, "afmesh bench: sizes must be between 8 bytes and 4 GiB\n");
-            return false;
-        }
-    for (const std::string &p : o->polls)
-        if (p != "busy" && p != "adaptive" && p != "blocking") {
-            fprintf(stderr, "afmesh bench: --poll takes busy, adaptive and/or blocking\n");
-            return false;
-        }
-    return true;
+void declare_options(CLI::App &command, Options &o) {
+    cli::add_count(command, "--iters", o.iters, "timed push-pulls per case", 1);
+    cli::add_count(command, "--warmup", o.warmup, "untimed push-pulls before each case");
+    command.add_option("--seconds", o.seconds, "run each case this long instead of --iters times (0: use --iters)")
+        ->capture_default_str()
+        ->type_name("S")
+        ->check(cli::non_negative_real());
+    cli::add_count(command, "--tokens", o.tokens, "tokens per micro-batch: the AF shape is T x H", 1);
+    cli::add_count(command, "--hidden", o.hidden, "hidden size", 1);
+    declare_dtype(command, "--dtype", "what workers push", &o.push_dtype);
+    declare_dtype(command, "--pull-dtype", "what servers answer", &o.pull_dtype);
+    cli::add_count(command, "--microbatches", o.microbatches, "micro-batches in flight in the AF pipeline", 1);
+    cli::add_count(command, "--layers", o.layers, "layers of the AF pipeline", 1);
+    command.add_option("--sizes", o.sizes, "raw sizes (8 B to 4 GiB) measured besides the AF shape")
+        ->delimiter(',')
+        ->type_name("SIZE,...")
+        ->default_str(CLI::detail::join(o.sizes, ","))
+        ->transform(cli::byte_size())
+        ->check(CLI::Range(uint64_t{8}, (uint64_t{1} << 32) - 1).description(""));
+    command.add_option("--poll", o.polls, "the polling modes to measure, each in turn")
+        ->delimiter(',')
+        ->type_name("MODE,...")
+        ->default_str(CLI::detail::join(o.polls, ","))
+        ->check(CLI::IsMember({"busy", "adaptive", "blocking"}));
+    command
+        .add_option_function<std::string>(
+            "--batch",
+            [&o](const std::string &mode) { o.batch = mode == "any" ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS; },
+            "what a server's get_batch waits for: one request from every worker (all, the AF step) or "
+            "whatever has arrived (any, as the floor's servers answer)")
+        ->type_name("MODE")
+        ->default_str("all")
+        ->check(CLI::IsMember({"all", "any"}));
+    command.add_option("--json", o.json, "write every number to this file (docs/bench-schema.json)")
+        ->type_name("FILE");
+    command.add_option("--csv", o.csv, "write the table's rows to this file")->type_name("FILE");
+    command.add_flag("--trace", o.trace, "add where the pipeline's time goes, per server");
 }
 
 }  // namespace afmesh::bench

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "afmesh/afmesh.h"
+#include "cli.h"
 
 namespace afmesh::bench {
 
@@ -34,7 +35,7 @@ struct Options {
     uint64_t pull_bytes() const { return uint64_t{static_cast<uint64_t>(tokens)} * hidden * pull_dtype.bytes; }
 };
 
-/** Parses argv (after "bench"); on error prints why and returns false. */
-bool parse_options(int argc, char *const *argv, Options *o);
+/** Declares every option of `afmesh bench` on `command`, parsed into `o`. */
+void declare_options(CLI::App &command, Options &o);
 
 }  // namespace afmesh::bench

@@ -4,7 +4,7 @@
 Run one process per node, e.g.::
 
     afmesh run --workers 1 --servers 1 -- python3 -m afmesh.bench
-    afmesh run --workers 1 --servers 1 -- afmesh bench --sizes 8 --polls adaptive
+    afmesh run --workers 1 --servers 1 -- afmesh bench --sizes 8 --poll adaptive
 
 Each worker pushes to every server and pulls the same number of bytes back
 from each; servers answer with the pushed tensor itself (a zero-copy view of
