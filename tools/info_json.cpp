@@ -1,141 +1,103 @@
 // SPDX-License-Identifier: Apache-2.0
 // `afmesh info --json`: the same report as one JSON object, for scripts.
-#include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "info_report.h"
-#include "json_writer.h"
 
 namespace afmesh::tool {
 namespace {
 
-void write_strings(JsonWriter &json, const std::vector<std::string> &items) {
-    json.begin_array();
-    for (const std::string &item : items) json.string(item);
-    json.end_array();
-}
+using nlohmann::ordered_json;  // keeps fields in the order written, for people reading the output
 
 // A string, or null for "the module did not say" (shadowed, or failed before its query).
-void string_or_null(JsonWriter &json, bool known, const std::string &text) {
-    if (known)
-        json.string(text);
-    else
-        json.null();
+ordered_json string_or_null(bool known, const std::string &text) {
+    return known ? ordered_json(text) : ordered_json(nullptr);
 }
 
-void write_module(JsonWriter &json, const ModuleRecord &m) {
-    json.begin_object();
-    json.key("kind").string(module_kind_name(m.kind));
-    json.key("name").string(m.name);
-    json.key("path").string(m.path);
-    json.key("status").string(module_state_name(m.state));
-    json.key("reason").string(m.reason);
-    json.key("version");
-    string_or_null(json, !m.version.empty(), m.version);
-    json.key("abi");
-    string_or_null(json, m.abi_major != 0, abi_text(m));
-    json.key("details").begin_array();
+ordered_json module_json(const ModuleRecord &m) {
+    ordered_json details = ordered_json::array();
     for (size_t start = 0; start < m.details.size();) {
-        size_t end = std::min(m.details.find('\n', start), m.details.size());
-        json.string(m.details.substr(start, end - start));
+        const size_t end = std::min(m.details.find('\n', start), m.details.size());
+        details.push_back(m.details.substr(start, end - start));
         start = end + 1;
     }
-    json.end_array();
-    json.end_object();
+    return {{"kind", module_kind_name(m.kind)},
+            {"name", m.name},
+            {"path", m.path},
+            {"status", module_state_name(m.state)},
+            {"reason", m.reason},
+            {"version", string_or_null(!m.version.empty(), m.version)},
+            {"abi", string_or_null(m.abi_major != 0, abi_text(m))},
+            {"details", details}};
 }
 
-// Opens the selection's object and writes the fields common to both kinds;
-// the caller adds its own and closes it.
-void begin_selection(JsonWriter &json, const char *key, const Selection &s) {
-    json.key(key).begin_object();
-    json.key("selected").boolean(s.selected);
-    if (!s.selected) {
-        json.key("error").string(s.error);
-        return;
-    }
-    json.key("name").string(s.name);
-    json.key("path").string(s.path);
-    json.key("version").string(s.version);
+// The fields common to the device and the transport selections.
+ordered_json selection_json(const Selection &s) {
+    if (!s.selected) return {{"selected", false}, {"error", s.error}};
+    return {{"selected", true}, {"name", s.name}, {"path", s.path}, {"version", s.version}};
 }
 
-void write_device(JsonWriter &json, const InfoReport &report) {
-    begin_selection(json, "device", report.device);
-    if (report.device.selected) {
-        json.key("devices").begin_array();
-        for (const DeviceRow &d : report.devices) {
-            json.begin_object();
-            json.key("index").number(int64_t{d.index});
-            json.key("name").string(d.name);
-            json.key("bus_id").string(d.bus_id);
-            json.key("total_memory").number(d.total_memory);
-            json.end_object();
-        }
-        json.end_array();
-    }
-    json.end_object();
+ordered_json device_json(const InfoReport &report) {
+    ordered_json device = selection_json(report.device);
+    if (!report.device.selected) return device;
+    ordered_json &devices = device["devices"] = ordered_json::array();
+    for (const DeviceRow &d : report.devices)
+        devices.push_back(
+            {{"index", d.index}, {"name", d.name}, {"bus_id", d.bus_id}, {"total_memory", d.total_memory}});
+    return device;
 }
 
-void write_transport(JsonWriter &json, const InfoReport &report) {
-    begin_selection(json, "transport", report.transport);
-    if (report.transport.selected) {
-        const afmesh_net_caps &c = report.caps;
-        json.key("caps").begin_object();
-        json.key("flags");
-        write_strings(json, cap_flag_names(c.flags));
-        json.key("mem_kinds");
-        write_strings(json, mem_kind_names(c.mem_kinds));
-        json.key("imm_bytes").number(uint64_t{c.imm_bytes});
-        json.key("max_inline").number(uint64_t{c.max_inline});
-        json.key("max_send_size").number(uint64_t{c.max_send_size});
-        json.key("max_write_size").number(c.max_write_size);
-        json.key("max_write_segs").number(uint64_t{c.max_write_segs});
-        json.key("recv_depth").number(uint64_t{c.recv_depth});
-        json.key("max_addr_size").number(uint64_t{c.max_addr_size});
-        json.end_object();
-    }
-    json.end_object();
+ordered_json transport_json(const InfoReport &report) {
+    ordered_json transport = selection_json(report.transport);
+    if (!report.transport.selected) return transport;
+    const afmesh_net_caps &c = report.caps;
+    transport["caps"] = {{"flags", cap_flag_names(c.flags)},
+                         {"mem_kinds", mem_kind_names(c.mem_kinds)},
+                         {"imm_bytes", c.imm_bytes},
+                         {"max_inline", c.max_inline},
+                         {"max_send_size", c.max_send_size},
+                         {"max_write_size", c.max_write_size},
+                         {"max_write_segs", c.max_write_segs},
+                         {"recv_depth", c.recv_depth},
+                         {"max_addr_size", c.max_addr_size}};
+    return transport;
 }
 
-void write_variables(JsonWriter &json, const InfoReport &report) {
-    json.key("variables").begin_array();
-    for (const VariableRow &v : report.variables) {
-        json.begin_object();
-        json.key("name").string(v.spec->name);
-        json.key("value").string(v.value);
-        json.key("set").boolean(v.is_set);
-        json.key("default").string(v.spec->default_value);
-        json.key("doc").string(v.spec->doc);
-        json.end_object();
-    }
-    json.end_array();
+ordered_json variables_json(const InfoReport &report) {
+    ordered_json variables = ordered_json::array();
+    for (const VariableRow &v : report.variables)
+        variables.push_back({{"name", v.spec->name},
+                             {"value", v.value},
+                             {"set", v.is_set},
+                             {"default", v.spec->default_value},
+                             {"doc", v.spec->doc}});
+    return variables;
 }
 
 }  // namespace
 
 void write_info_json(const InfoReport &report, FILE *out) {
-    JsonWriter json(out);
-    json.begin_object();
-    json.key("ok").boolean(report.ok());
-    json.key("version").string(AFMESH_VERSION_STRING);
-    json.key("abi").string(std::to_string(AFMESH_HAL_ABI_MAJOR) + "." + std::to_string(AFMESH_HAL_ABI_MINOR));
-    json.key("search_dirs");
-    write_strings(json, report.search_dirs);
-    json.key("modules").begin_array();
-    for (const ModuleRecord &m : report.modules) write_module(json, m);
-    json.end_array();
-    write_device(json, report);
-    write_transport(json, report);
-    write_variables(json, report);
-    json.key("security").begin_object();
-    json.key("data_plane").string(report.security.data_plane);
-    json.key("admission").string(report.security.admission_token ? "token" : "open");
-    json.key("encrypted").boolean(false);
-    json.end_object();
-    json.key("notes");
-    write_strings(json, report.notes);
-    json.key("errors");
-    write_strings(json, report.errors);
-    json.end_object();
-    json.finish();
+    ordered_json modules = ordered_json::array();
+    for (const ModuleRecord &m : report.modules) modules.push_back(module_json(m));
+    const ordered_json document = {
+        {"ok", report.ok()},
+        {"version", AFMESH_VERSION_STRING},
+        {"abi", std::to_string(AFMESH_HAL_ABI_MAJOR) + "." + std::to_string(AFMESH_HAL_ABI_MINOR)},
+        {"search_dirs", report.search_dirs},
+        {"modules", modules},
+        {"device", device_json(report)},
+        {"transport", transport_json(report)},
+        {"variables", variables_json(report)},
+        {"security",
+         {{"data_plane", report.security.data_plane},
+          {"admission", report.security.admission_token ? "token" : "open"},
+          {"encrypted", false}}},
+        {"notes", report.notes},
+        {"errors", report.errors},
+    };
+    // A module's text is not ours to trust as UTF-8: replace what is not, rather than throw.
+    const std::string text = document.dump(2, ' ', false, ordered_json::error_handler_t::replace);
+    fprintf(out, "%s\n", text.c_str());
 }
 
 }  // namespace afmesh::tool

@@ -217,6 +217,17 @@ INSTANTIATE_TEST_SUITE_P(StepMesh, config_aliases,
                                            AliasCase{"STEPMESH_BACKEND=CPU", "AFMESH_DEVICE", "cpu"},
                                            AliasCase{"STEPMESH_BAKCEND=GPU", "AFMESH_DEVICE", "cuda"}));
 
+TEST(config_alias_rules, EveryAliasTakenIsNamedInOneNote) {
+    // A StepMesh launch script's environment: one warning line for all of it, not one per name.
+    Config config = from({"DMLC_ROLE=worker", "DMLC_NUM_WORKER=2", "DMLC_NUM_SERVER=2", "DMLC_NODE_RANK=1",
+                          "STEPMESH_GPU=0", "DMLC_PS_ROOT_URI=10.1.2.3", "DMLC_PS_ROOT_PORT=8123"});
+    ASSERT_EQ(config.notes().size(), 1u);
+    EXPECT_EQ(config.notes()[0],
+              "using DMLC_ROLE as AFMESH_ROLE, DMLC_NUM_WORKER as AFMESH_NUM_WORKERS, DMLC_NUM_SERVER as "
+              "AFMESH_NUM_SERVERS, DMLC_NODE_RANK as AFMESH_RANK, STEPMESH_GPU as AFMESH_DEVICE_ID, DMLC_PS_ROOT_URI "
+              "and DMLC_PS_ROOT_PORT as AFMESH_SCHEDULER (StepMesh names)");
+}
+
 TEST(config_alias_rules, AfmeshNameWinsOverItsAliasWithANote) {
     Config config = from({"AFMESH_ROLE=server", "DMLC_ROLE=worker"});
     EXPECT_EQ(config.get("AFMESH_ROLE"), "server");

@@ -169,7 +169,7 @@ void write_report_files(const RunInfo &info, const Options &o, const std::vector
     ordered_json document = run_json(info, o);
     document["rows"] = ordered_json::array();
     for (const Row &r : rows) document["rows"].push_back(row_json(r));
-    if (!o.json.empty()) write_file(o.json, document.dump(2) + "\n");
+    if (!o.json.empty()) write_file(o.json, document.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n");
     if (!o.csv.empty()) write_file(o.csv, csv_text(document));
 }
 
