@@ -5,12 +5,17 @@ Search order, first hit wins:
 
 1. ``AFMESH_LIBRARY``: an explicit path. If it is set and fails to load, that
    is an error: silently falling back to another copy would hide the mistake.
-2. ``libafmesh.so`` beside the package (a copy bundled with the package).
+2. The library beside the package: where a wheel from ``build_wheel.py``
+   carries it, with its modules in ``afmesh/`` next to it.
 3. The installed library, found through ``_paths.py``, which ``cmake
    --install`` writes next to this file with the library directory relative
    to the package, so the installed tree can be moved as a whole.
 4. The dynamic linker's own search (``LD_LIBRARY_PATH``, rpath, ld.so.cache),
    via ``ctypes.util.find_library`` and then plain ``dlopen``.
+
+Everywhere the soname ``libafmesh.so.0`` comes first: every install and
+wheel has it, while ``libafmesh.so`` is a development symlink that a
+runtime-only install (a distribution's non -dev package) lacks.
 """
 
 import ctypes
@@ -18,7 +23,7 @@ import ctypes.util
 import os
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_NAMES = ("libafmesh.so", "libafmesh.so.0")
+_NAMES = ("libafmesh.so.0", "libafmesh.so")
 
 
 def _installed_dir():
