@@ -222,6 +222,12 @@ Config Config::from_env(char **envp) {
         }
         config.apply_env_value(name, value, name);
     }
+    // The aliases taken, named in one note: a StepMesh launch sets six or seven of
+    // them, and a warning line for each buried the warnings that matter.
+    std::string aliases_used;
+    auto used = [&aliases_used](const std::string &what) {
+        aliases_used += (aliases_used.empty() ? "using " : ", ") + what;
+    };
     for (const Alias &alias : kAliases) {
         auto it = env.find(alias.alias);
         if (it == env.end()) continue;
@@ -232,7 +238,7 @@ Config Config::from_env(char **envp) {
                                         alias.target + " is set and wins");
             continue;
         }
-        config.notes_.push_back(std::string("using ") + alias.alias + " as " + alias.target);
+        used(std::string(alias.alias) + " as " + alias.target);
         config.apply_env_value(alias.target, value, alias.alias);
     }
     // ps-lite names the scheduler with two variables.
@@ -242,7 +248,7 @@ Config Config::from_env(char **envp) {
         bool bare_v6 = uri->second.find(':') != std::string::npos && uri->second[0] != '[';
         std::string scheduler = (bare_v6 ? "[" + uri->second + "]" : uri->second) + ":" + port->second;
         if (!env.count("AFMESH_SCHEDULER")) {
-            config.notes_.push_back("using DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT as AFMESH_SCHEDULER");
+            used("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT as AFMESH_SCHEDULER");
             config.apply_env_value("AFMESH_SCHEDULER", scheduler, "DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT");
         } else if (config.get("AFMESH_SCHEDULER") != scheduler) {
             config.notes_.push_back("DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT (" + scheduler +
@@ -251,6 +257,7 @@ Config Config::from_env(char **envp) {
     } else if ((uri != env.end()) != (port != env.end())) {
         config.notes_.push_back("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together; ignoring the one set");
     }
+    if (!aliases_used.empty()) config.notes_.push_back(aliases_used + " (StepMesh names)");
     return config;
 }
 

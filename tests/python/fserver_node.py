@@ -4,6 +4,8 @@
     fserver_node.py stepmesh [--torch]   StepMesh's fserver/test_fserver.py, ported
     fserver_node.py respond_vec          workers send different row counts; each must get its own rows back
     fserver_node.py full                 registered receive buffers, barriers, several servers, traces, misuse
+    fserver_node.py tripups              what trips StepMesh users up: pulls per server, respond's dtype,
+                                         get_rank, argument error classes, waiting twice
 
 Exits 0 when every check held; an assertion or afmesh error exits non-zero with the reason.
 """
@@ -74,10 +76,13 @@ def respond_vec():
     f.stop()
 
 
-def expect_error(kind, call):
+def expect_error(kind, call, *also, says=""):
+    """The `kind` error that call() raised, checked to be every class in `also` and to contain `says` too."""
     try:
         call()
     except kind as e:
+        assert all(isinstance(e, c) for c in also), f"{e!r} is not a {[c.__name__ for c in also]}"
+        assert says in str(e), f"{e} does not say {says!r}"
         return e
     raise AssertionError(f"{call} did not raise {kind.__name__}")
 
@@ -131,6 +136,49 @@ def full():
     expect_error(afmesh.Closed, lambda: f.barrier(True, True))  # after stop
 
 
+def tripups():
+    """1 worker x 2 servers: each server answers push x with 2 * x + its rank, server 1 in another dtype."""
+    f.init()
+    if ROLE == "scheduler":
+        f.stop()
+        return
+    rank = f.get_rank()
+    assert rank == int(os.environ["DMLC_NODE_RANK"]), f"get_rank() {rank}, launched as {os.environ['DMLC_NODE_RANK']}"
+    servers = int(os.environ["DMLC_NUM_SERVER"])
+    if ROLE == "worker":
+        x = np.arange(32, dtype=np.float32).reshape(4, 8)
+        one = [np.zeros((4, 8), np.float32)]
+        expect_error(afmesh.InvalidArgument, lambda: f.push_pull([x], [0], one, [1]), ValueError,
+                     says=f"1 pull tensors for {servers} servers: every server fills its own pull tensors")
+        expect_error(afmesh.InvalidArgument, lambda: f.push_pull([x], [0, 1], one * servers, [1] * servers),
+                     ValueError, says="one key per tensor")
+        expect_error(afmesh.InvalidType, lambda: f.push_pull(["text"], [0], [], []), TypeError, afmesh.InvalidArgument,
+                     says="not a tensor afmesh can use")
+        pulls = [np.zeros((4, 8), np.float32) for _ in range(servers)]
+        handle = f.push_pull([x], [0], pulls, [1] * servers)
+        f.wait(handle)
+        for s, y in enumerate(pulls):
+            assert y.tobytes() == (2 * x + s).tobytes(), f"server {s} answered {y}"
+        expect_error(afmesh.NotFound, lambda: f.wait(handle), LookupError,
+                     says=f"push_pull {handle} was already waited")
+        assert len(f.fetch_trace(handle)) == 8, "a waited handle keeps its trace"
+        print(f"worker {rank}: each server's pull tensor filled, server 1's from float16 bytes")
+    else:
+        expect_error(afmesh.InvalidArgument, lambda: f.barrier(False, False), ValueError,
+                     says="needs include_server or include_client")
+        ((handler, (x,), keys),) = f.get_batch()
+        assert keys == [0], keys
+        answer = 2 * x + rank
+        if rank == 1:  # same bytes, another dtype: StepMesh checks only the size
+            answer = answer.view(np.float16)
+            assert answer.shape == (4, 16) and answer.nbytes == x.nbytes
+        expect_error(afmesh.InvalidArgument, lambda: f.respond([np.concatenate([answer, answer])], handler),
+                     ValueError, says="the pull buffer is too small")
+        f.respond([answer], handler, need_event=True)
+        print(f"server {rank}: answered in {answer.dtype}")
+    f.stop()
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     if scenario == "stepmesh":
@@ -139,5 +187,7 @@ if __name__ == "__main__":
         respond_vec()
     elif scenario == "full":
         full()
+    elif scenario == "tripups":
+        tripups()
     else:
         sys.exit(f"unknown scenario {scenario}")

@@ -37,9 +37,30 @@ def test_registered_buffers_barriers_traces_and_misuse_with_two_servers(run_fser
     assert all("traces in order" in out[f"worker {w}"] for w in range(2))
 
 
+def test_stepmesh_trip_ups_work_or_are_refused_saying_what_to_do(run_fserver):
+    """One pull tensor for two servers, a response in another dtype of the same size, get_rank, argument error
+    classes and a second wait: each checked inside the processes (fserver_node.py tripups)."""
+    out = run_fserver("tripups", 1, 2)
+    assert "each server's pull tensor filled, server 1's from float16 bytes" in out["worker 0"]
+    assert "server 1: answered in float16" in out["server 1"]
+
+
+def test_stepmesh_variables_are_reported_in_one_warning_line(run_fserver):
+    out = run_fserver("stepmesh")
+    aliases = ["DMLC_ROLE as AFMESH_ROLE", "DMLC_NUM_WORKER as AFMESH_NUM_WORKERS",
+               "DMLC_NUM_SERVER as AFMESH_NUM_SERVERS", "STEPMESH_GPU as AFMESH_DEVICE_ID",
+               "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT as AFMESH_SCHEDULER"]
+    for name, output in out.items():
+        lines = [line for line in output.splitlines() if " as AFMESH_" in line]
+        assert len(lines) == 1, f"{name}:\n{output}"
+        ranked = aliases + ([] if name == "scheduler" else ["DMLC_NODE_RANK as AFMESH_RANK"])
+        assert all(a in lines[0] for a in ranked) and "warn" in lines[0], lines[0]
+
+
 def test_calls_before_init_say_so():
     for call in (lambda: fserver.push_pull([], [], [], []), fserver.get_batch, lambda: fserver.fetch_trace(1),
-                 lambda: fserver.barrier(True, True), lambda: fserver.register_recv_buffer(bytearray(8), [0], [0])):
+                 lambda: fserver.barrier(True, True), lambda: fserver.register_recv_buffer(bytearray(8), [0], [0]),
+                 fserver.get_rank):
         with pytest.raises(afmesh.Closed, match="init"):
             call()
     fserver.stop()  # stopping what never started is harmless

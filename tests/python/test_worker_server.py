@@ -5,6 +5,8 @@ The server side of each exchange runs on a pool thread: the blocking calls
 release the GIL, so both sides make progress in one process.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -51,7 +53,7 @@ def test_shorter_answers_come_back_as_shorter_views(one_by_one, pool):
     assert rows.shape == (3, 4) and np.shares_memory(rows, y) and (rows == 1).all()
     assert isinstance(text, memoryview) and bytes(text) == b"abc" and text.obj is raw
     assert [handle.pull_bytes(0), handle.pull_bytes(1)] == [48, 3]
-    assert handle.results is handle.wait() and handle.results[0] is rows
+    assert handle.results[0] is rows and handle.results[1] is text  # as often as asked, unlike wait()
 
 
 def test_torch_bfloat16_travels_as_bfloat16(one_by_one, pool):
@@ -128,10 +130,80 @@ def test_handle_test_trace_and_poll_modes(one_by_one):
     assert handle.test() is False and not handle.done  # the server has not answered yet
     request.respond([np.full(2, 5.0)])
     handle.wait(timeout=60)
-    assert handle.test() is True and handle.done
+    assert handle.done
     (trace,) = handle.trace()
     assert trace.server == 0
     assert trace.posted <= trace.completed and trace.arrived <= trace.processed <= trace.responded
+
+
+def test_a_second_wait_is_refused_as_in_c(one_by_one):
+    """afmesh_wait frees the handle: C answers a second wait (or test) NOT_FOUND, and so does Python."""
+    worker, server = one_by_one
+    y = np.zeros(2, np.float32)
+    handle = worker.push_pull(push=[(0, np.ones(2, np.float32))], pull=[(1, y, 0)])
+    (request,) = server.get_batch(timeout=60)
+    request.respond([np.full(2, 7, np.float32)])
+    (out,) = handle.wait(timeout=60)
+    with worker._live as ptr:
+        c_status = afmesh._lib.afmesh_wait(ptr, handle.id, 0)
+    assert c_status == afmesh._capi.ERR_NOT_FOUND
+    for again in (handle.wait, handle.test):
+        with pytest.raises(afmesh.NotFound, match=f"push_pull {handle.id} was already waited: wait each handle once"):
+            again()
+    assert out is y and handle.results[0] is y and (y == 7).all()  # the results stay readable
+    assert [t.server for t in handle.trace()] == [0]
+
+
+def test_a_failed_push_pull_is_reported_once_too(cluster, pool):
+    c = cluster(1, 1)
+    worker, server = c.workers[0], c.servers[0]
+    handle = worker.push_pull(push=[(0, np.ones(2))], pull=[(1, np.zeros(2), 0)])
+    server.get_batch(timeout=60)
+    closing = pool.submit(server.close)  # leaves without answering: the push-pull fails
+    with pytest.raises(afmesh.PeerFailed, match="server 0"):
+        handle.wait(timeout=60)
+    with pytest.raises(afmesh.NotFound, match="already waited"):
+        handle.wait(timeout=60)
+    with pytest.raises(afmesh.PeerFailed):
+        handle.results  # noqa: B018 (the property raises the failure)
+    c.close()  # the others, so the server's clean stop can complete
+    closing.result(timeout=60)
+
+
+def test_argument_errors_are_afmesh_errors_and_builtin_ones(one_by_one):
+    worker, server = one_by_one
+    refused = [
+        (lambda: worker.push_pull(push=[(0, "text")]), afmesh.InvalidType, TypeError, "not a tensor afmesh can use"),
+        (lambda: worker.push_pull(push=[(0,)]), afmesh.InvalidType, TypeError, "give afmesh.Push(...) or a tuple"),
+        (lambda: worker.push_pull(stream="the current one"), afmesh.InvalidType, TypeError, "not a stream"),
+        (lambda: worker.push_pull(push=[(0, np.zeros((4, 4))[:, 1])]), afmesh.InvalidArgument, ValueError,
+         "numpy.ascontiguousarray"),
+        (lambda: afmesh.as_tensor(np.zeros(3, np.uint8), "float32"), afmesh.InvalidArgument, ValueError,
+         "not a whole number of 4-byte elements"),
+        (lambda: afmesh.as_tensor(np.zeros(3), "float33"), afmesh.InvalidType, TypeError, "unknown element type"),
+        (lambda: server.get_batch("some"), afmesh.InvalidArgument, ValueError, "mode must be 'all' or 'any'"),
+        (lambda: server.barrier("everyone"), afmesh.InvalidArgument, ValueError, "barrier group"),
+        (lambda: server.get_batch(timeout=-1), afmesh.InvalidArgument, ValueError, ">= 0 seconds"),
+    ]
+    for call, kind, builtin, says in refused:
+        with pytest.raises(kind, match=re.escape(says)) as raised:
+            call()
+        assert isinstance(raised.value, builtin) and isinstance(raised.value, afmesh.InvalidArgument)
+        assert raised.value.status == afmesh._capi.ERR_INVALID_ARGUMENT
+
+
+def test_check_dtype_false_sends_another_dtype_of_the_same_size(one_by_one):
+    worker, server = one_by_one
+    y = np.zeros((2, 4), np.float32)
+    handle = worker.push_pull(push=[(0, np.ones(1))], pull=[(1, y, 0)])
+    (request,) = server.get_batch(timeout=60)
+    answer = np.arange(8, dtype=np.float32).reshape(2, 4)
+    as_half = answer.view(np.float16)  # [2, 8]: the same 32 bytes
+    with pytest.raises(afmesh.InvalidType, match="is float16 but .* is float32 .check_dtype=False"):
+        request.respond([as_half])
+    request.respond([as_half], check_dtype=False)
+    (out,) = handle.wait(timeout=60)
+    assert out is y and y.tobytes() == answer.tobytes()
 
 
 def test_barrier_groups(cluster, pool):

@@ -22,7 +22,9 @@ Example (one process per node, e.g. under ``afmesh run --workers 1 --servers 1``
 
 Tensors are anything with the buffer protocol, ``__dlpack__`` or
 ``__cuda_array_interface__`` (see :mod:`afmesh.tensor`). Failures raise
-:class:`afmesh.Error` subclasses carrying the C status and message.
+:class:`afmesh.Error` subclasses carrying the C status and message; refused
+arguments raise :class:`afmesh.InvalidArgument` (a ValueError) or
+:class:`afmesh.InvalidType` (a TypeError).
 StepMesh's ``fserver`` API is in :mod:`afmesh.fserver`.
 """
 
@@ -30,16 +32,16 @@ from . import _loader, dtypes
 from ._version import __version__
 from ._capi import MEM_CUDA, MEM_HIP, MEM_HOST, MEM_ZE, lib as _lib
 from .dtypes import DType
-from .errors import AccessDenied, Closed, Error, InvalidArgument, NotFound, PeerFailed, Timeout
+from .errors import AccessDenied, Closed, Error, InvalidArgument, InvalidType, NotFound, PeerFailed, Timeout
 from .node import Registration, Scheduler
 from .server import PullSlot, Request, Server
 from .tensor import Tensor, as_tensor
 from .worker import Handle, Pull, Push, Trace, Worker
 
 __all__ = [
-    "AccessDenied", "Closed", "DType", "Error", "Handle", "InvalidArgument", "MEM_CUDA", "MEM_HIP", "MEM_HOST",
-    "MEM_ZE", "NotFound", "PeerFailed", "Pull", "PullSlot", "Push", "Registration", "Request", "Scheduler", "Server",
-    "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes", "library_path", "version",
+    "AccessDenied", "Closed", "DType", "Error", "Handle", "InvalidArgument", "InvalidType", "MEM_CUDA", "MEM_HIP",
+    "MEM_HOST", "MEM_ZE", "NotFound", "PeerFailed", "Pull", "PullSlot", "Push", "Registration", "Request", "Scheduler",
+    "Server", "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes", "library_path", "version",
 ]
 
 

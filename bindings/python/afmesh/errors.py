@@ -5,6 +5,11 @@ Every failed C call raises an :class:`Error` (or a subclass chosen by its
 status) carrying the status code and the library's ``afmesh_last_error()``
 message. The subclasses also derive from the matching built-in exception, so
 ``except TimeoutError`` or ``except ValueError`` work as a Python user expects.
+
+Arguments refused by the package itself, before any C call, raise the same
+classes: :class:`InvalidArgument` (a ``ValueError``) for a bad value,
+:class:`InvalidType` (a ``TypeError``, and an InvalidArgument) for an object
+of a kind afmesh cannot use.
 """
 
 from . import _capi
@@ -28,6 +33,14 @@ class Error(Exception):
 
 class InvalidArgument(Error, ValueError):
     """AFMESH_ERR_INVALID_ARGUMENT: a bad argument or configuration."""
+
+
+class InvalidType(InvalidArgument, TypeError):
+    """An argument of a kind afmesh cannot use (not a tensor, a stream or a known element type).
+
+    Status AFMESH_ERR_INVALID_ARGUMENT like every refused argument; a TypeError
+    so that ``except TypeError`` catches it as it catches Python's own.
+    """
 
 
 class Timeout(Error, TimeoutError):
@@ -76,6 +89,16 @@ def check(status):
     if status != _capi.OK:
         raise error_for(status)
     return status
+
+
+def invalid_argument(message):
+    """The InvalidArgument raised, without a C call, for an argument value the package refuses."""
+    return InvalidArgument(_capi.ERR_INVALID_ARGUMENT, message)
+
+
+def invalid_type(message):
+    """The InvalidType raised, without a C call, for an argument of a kind the package cannot use."""
+    return InvalidType(_capi.ERR_INVALID_ARGUMENT, message)
 
 
 def closed(what):

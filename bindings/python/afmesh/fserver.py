@@ -22,9 +22,24 @@ Where afmesh deliberately differs from StepMesh:
   row 0, so every worker but one got another worker's rows.
 * Errors are exceptions, never a process abort: ``wait`` raises
   ``afmesh.Timeout`` on timeout (StepMesh: fatal) and the handle can be
-  waited again; a dead peer raises ``afmesh.PeerFailed``.
+  waited again; a dead peer raises ``afmesh.PeerFailed``. A bad argument
+  (StepMesh: a failed PS_CHECK) raises ``afmesh.InvalidArgument``, a
+  ValueError, or ``afmesh.InvalidType``, a TypeError.
+* A handle is waited once, as ``afmesh_wait`` in C: waiting it again raises
+  ``afmesh.NotFound`` (StepMesh returns at once). Its pull tensors hold the
+  results; ``fetch_trace`` still works.
+* ``push_pull`` with S servers takes the same number of pull tensors for
+  each, server-major (see ``push_pull``), and refuses any other count:
+  StepMesh drops the remainder unsent, and with fewer pull tensors than
+  servers (e.g. one) sends no pull at all.
 * A response may be shorter than the pull buffer (dynamic token counts);
-  StepMesh requires equal sizes. A longer one raises ValueError.
+  StepMesh requires equal sizes. A longer one raises InvalidArgument. As in
+  StepMesh only sizes are checked: a tensor of another dtype is sent as its
+  bytes and the worker reads them as its pull tensor's dtype.
+* ``get_rank()`` (not in StepMesh, whose scripts compute it from the
+  environment) is this process's rank: DMLC_NODE_RANK * DMLC_GROUP_SIZE +
+  STEPMESH_GPU, as StepMesh numbers it, or the scheduler's choice when
+  DMLC_NODE_RANK is unset.
 * ``fetch_trace`` reports the server whose answer completed last (StepMesh
   keeps whichever response arrived last), from afmesh's per-server trace:
   req.start = req.postsend = posted, req.postrecv = arrived, req.process =
@@ -36,7 +51,9 @@ Where afmesh deliberately differs from StepMesh:
 * ``need_event=True`` with GPU tensors hands the current torch CUDA stream
   to afmesh, which records an event behind its work and posts the pushes
   from its progress thread once that event completes: as StepMesh does,
-  the caller never blocks on the producing kernels.
+  the caller never blocks on the producing kernels. ``respond``'s
+  ``need_event=True`` does block: it waits for that stream before answering
+  (StepMesh waits in its response thread).
 * ``barrier``'s ``instance_barrier`` is accepted and ignored: afmesh has one
   barrier, over every process of the chosen roles.
 * Workers reach every server (StepMesh: only servers with the same GPU index).
@@ -66,9 +83,8 @@ _KEEP_HANDLES = 4096
 def _role():
     role = os.environ.get("AFMESH_ROLE") or os.environ.get("DMLC_ROLE")
     if role not in ("worker", "server", "scheduler"):
-        raise errors.error_for(_capi.ERR_INVALID_ARGUMENT,
-                               f"DMLC_ROLE (or AFMESH_ROLE) must be worker, server or scheduler, not {role!r}"
-                               + (" (the joint role is not supported)" if role == "joint" else ""))
+        raise errors.invalid_argument(f"DMLC_ROLE (or AFMESH_ROLE) must be worker, server or scheduler, not {role!r}"
+                                      + (" (the joint role is not supported)" if role == "joint" else ""))
     return role
 
 
@@ -78,8 +94,7 @@ def _need(*classes):
         raise errors.closed("fserver (call init() first)")
     if not isinstance(_node, classes):
         wanted = " or ".join(c._role_name for c in classes)
-        raise errors.error_for(_capi.ERR_INVALID_ARGUMENT,
-                               f"this process is a {_node._role_name}; that call needs a {wanted}")
+        raise errors.invalid_argument(f"this process is a {_node._role_name}; that call needs a {wanted}")
     return _node
 
 
@@ -87,8 +102,15 @@ def init():
     """Joins the cluster as DMLC_ROLE says; returns once every node is connected."""
     global _node
     if _node is not None:
-        raise errors.error_for(_capi.ERR_INVALID_ARGUMENT, "init() was already called; stop() first")
+        raise errors.invalid_argument("init() was already called; stop() first")
     _node = {"worker": Worker, "server": Server, "scheduler": Scheduler}[_role()]()
+
+
+def get_rank():
+    """This worker's or server's rank within its role (not in StepMesh): what the launcher asked for with
+    DMLC_NODE_RANK (times DMLC_GROUP_SIZE, plus STEPMESH_GPU), or the scheduler's choice.
+    """
+    return _need(Worker, Server).rank
 
 
 def _producing_stream(tensors):
@@ -111,11 +133,15 @@ def push_pull(push_tensors, push_keys, pull_tensors, pull_keys, need_event=True)
     """
     worker = _need(Worker)
     if len(push_tensors) != len(push_keys) or len(pull_tensors) != len(pull_keys):
-        raise ValueError(f"{len(push_tensors)} push tensors for {len(push_keys)} keys, {len(pull_tensors)} pull "
-                         f"tensors for {len(pull_keys)} keys: one key per tensor")
+        raise errors.invalid_argument(f"{len(push_tensors)} push tensors for {len(push_keys)} keys, "
+                                      f"{len(pull_tensors)} pull tensors for {len(pull_keys)} keys: one key per tensor")
     servers = worker.num_servers
     if len(pull_tensors) % servers:
-        raise ValueError(f"{len(pull_tensors)} pull tensors do not split evenly over {servers} servers")
+        # Each server writes its own answers: one buffer cannot take several servers' answers.
+        raise errors.invalid_argument(
+            f"{len(pull_tensors)} pull tensors for {servers} servers: every server fills its own pull tensors, so "
+            f"give the same number for each, server-major (pull_tensors[s*P + j] is server s's j-th answer; one "
+            f"answer from each server is {servers} pull tensors)")
     per_server = len(pull_tensors) // servers
     stream = _producing_stream(list(push_tensors) + list(pull_tensors)) if need_event else None
     handle = worker.push_pull(
@@ -136,7 +162,10 @@ def _handle(handler):
 
 
 def wait(handler, timeout_ms=10000):
-    """Waits until every server answered push_pull `handler`; raises afmesh.Timeout after timeout_ms."""
+    """Waits until every server answered push_pull `handler`; raises afmesh.Timeout after timeout_ms.
+
+    Raises afmesh.NotFound for a handle already waited (see the module docstring).
+    """
     _need(Worker)
     _handle(handler).wait(None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000)
 
@@ -172,13 +201,27 @@ def _forget_answered(handlers):
             del _requests[h]
 
 
+def _sync_device_work(tensors):
+    """need_event: waits for the current torch CUDA stream of the GPU tensors, their producer.
+
+    The library reads a response as soon as it is given; StepMesh records an
+    event that its response thread waits for, here the caller waits.
+    """
+    stream = _producing_stream(tensors)
+    if stream is not None:
+        stream.synchronize()
+
+
 def respond(tensors, handler, need_event=False):
-    """Answers request `handler` with `tensors`, one per pull buffer of the request, in its order."""
+    """Answers request `handler` with `tensors`, one per pull buffer of the request, in its order.
+
+    As in StepMesh only sizes are checked: each tensor may have any dtype and at most its pull buffer's bytes.
+    """
     server = _need(Server)
     if need_event:
         _sync_device_work(tensors)
     try:
-        server.respond(_request(handler), list(tensors))
+        server.respond(_request(handler), list(tensors), check_dtype=False)
     finally:
         _forget_answered([handler])
 
@@ -189,10 +232,10 @@ def respond_vec(ret_buffer, tensors_vec, handler_vec):
     """
     server = _need(Server)
     if len(tensors_vec) != len(handler_vec):
-        raise ValueError(f"{len(tensors_vec)} tensors for {len(handler_vec)} handlers")
+        raise errors.invalid_argument(f"{len(tensors_vec)} tensors for {len(handler_vec)} handlers")
     counts = [as_tensor(t).shape[0] for t in tensors_vec]
     try:
-        server.respond_vec(ret_buffer, counts, [_request(h) for h in handler_vec])
+        server.respond_vec(ret_buffer, counts, [_request(h) for h in handler_vec], check_dtype=False)
     finally:
         _forget_answered(handler_vec)
 
@@ -210,7 +253,7 @@ def barrier(include_server, include_client, instance_barrier=True):
     groups = {(True, True): "all", (True, False): "servers", (False, True): "workers"}
     group = groups.get((bool(include_server), bool(include_client)))
     if group is None:
-        raise ValueError("barrier needs include_server or include_client")
+        raise errors.invalid_argument("barrier needs include_server or include_client")
     _need(Worker, Server).barrier(group)
 
 

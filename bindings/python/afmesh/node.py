@@ -51,7 +51,7 @@ def timeout_ms(timeout):
     if timeout is None:
         return -1
     if timeout < 0:
-        raise ValueError(f"timeout must be None (forever) or >= 0 seconds, not {timeout}")
+        raise errors.invalid_argument(f"timeout must be None (forever) or >= 0 seconds, not {timeout}")
     return int(timeout * 1000)
 
 
@@ -218,7 +218,7 @@ class Node(_Member):
         """Waits until every node of `group` ('workers', 'servers' or 'all') reaches this barrier."""
         groups = {"workers": _capi.BARRIER_WORKERS, "servers": _capi.BARRIER_SERVERS, "all": _capi.BARRIER_ALL}
         if group not in groups:
-            raise ValueError(f"barrier group must be one of {sorted(groups)}, not {group!r}")
+            raise errors.invalid_argument(f"barrier group must be one of {sorted(groups)}, not {group!r}")
         with self._live as ptr:
             errors.check(lib.afmesh_barrier(ptr, groups[group], timeout_ms(timeout)))
 

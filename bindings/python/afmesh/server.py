@@ -72,29 +72,35 @@ class Request:
         """The pushes as (key, tensor) pairs."""
         return list(zip(self.keys, self.tensors))
 
-    def _check_response(self, tensors):
+    def _check_response(self, tensors, check_dtype):
         """Validates a response before anything is sent; returns the described tensors."""
         if self.answered:
             raise errors.closed(f"request from worker {self.worker}")
         if len(tensors) != len(self.pulls):
-            raise ValueError(f"the request from worker {self.worker} has {len(self.pulls)} pull slot(s); the "
-                             f"response has {len(tensors)} tensor(s)")
+            raise errors.invalid_argument(f"the request from worker {self.worker} has {len(self.pulls)} pull "
+                                          f"slot(s); the response has {len(tensors)} tensor(s)")
         described = [as_tensor(x) for x in tensors]
         for i, (t, slot) in enumerate(zip(described, self.pulls)):
             # A uint8 slot is untyped bytes; any other type must match what the worker will read.
-            if t.dtype != slot.dtype and slot.dtype != dtypes.uint8:
-                raise TypeError(f"response {i} is {t.dtype} but worker {self.worker}'s pull buffer (key {slot.key}) "
-                                f"is {slot.dtype}")
+            if check_dtype and t.dtype != slot.dtype and slot.dtype != dtypes.uint8:
+                raise errors.invalid_type(f"response {i} is {t.dtype} but worker {self.worker}'s pull buffer (key "
+                                          f"{slot.key}) is {slot.dtype} (check_dtype=False sends the bytes as "
+                                          "they are)")
             if t.nbytes > slot.nbytes:
-                raise ValueError(f"response {i} is {t.nbytes} bytes but worker {self.worker}'s pull buffer (key "
-                                 f"{slot.key}) holds only {slot.nbytes}: the pull buffer is too small")
+                raise errors.invalid_argument(f"response {i} is {t.nbytes} bytes but worker {self.worker}'s pull "
+                                              f"buffer (key {slot.key}) holds only {slot.nbytes}: the pull buffer "
+                                              "is too small")
         return described
 
-    def respond(self, tensors):
+    def respond(self, tensors, *, check_dtype=True):
         """Answers with `tensors` (one per pull slot, each at most the slot's size), written straight into the
         worker's buffers. Returns once the tensors may be reused; the pushed views become invalid.
+
+        Each tensor must have its slot's element type (or the slot be uint8):
+        with check_dtype=False only sizes are checked, as StepMesh does, and
+        the worker reads the bytes as its buffer's type.
         """
-        self._send(self._check_response(tensors))
+        self._send(self._check_response(tensors, check_dtype))
 
     def _send(self, described):
         c = (_capi.afmesh_tensor * len(described))(*(t.c_tensor() for t in described))
@@ -128,7 +134,8 @@ class Server(Node):
         worker_ranks[i]. Call before those workers push those keys (e.g. before a barrier).
         """
         if len(worker_ranks) != len(keys):
-            raise ValueError(f"{len(worker_ranks)} worker ranks but {len(keys)} keys: one of each per slice")
+            raise errors.invalid_argument(f"{len(worker_ranks)} worker ranks but {len(keys)} keys: one of each per "
+                                          "slice")
         t = as_tensor(obj, writable=True)
         ranks = (C.c_int32 * len(keys))(*worker_ranks)
         c_keys = (C.c_uint64 * len(keys))(*keys)
@@ -149,7 +156,7 @@ class Server(Node):
         """
         modes = {"all": _capi.BATCH_ALL_WORKERS, "any": _capi.BATCH_ANY}
         if mode not in modes:
-            raise ValueError(f"mode must be 'all' or 'any', not {mode!r}")
+            raise errors.invalid_argument(f"mode must be 'all' or 'any', not {mode!r}")
         if capacity is None:
             capacity = self.num_workers * (1 if mode == "all" else 64)
         requests = (_capi.request_p * capacity)()
@@ -161,26 +168,28 @@ class Server(Node):
         with self._live:
             return [Request(self, requests[i]) for i in range(count.value)]
 
-    def respond(self, request, tensors):
-        """Same as request.respond(tensors)."""
-        request.respond(tensors)
+    def respond(self, request, tensors, *, check_dtype=True):
+        """Same as request.respond(tensors, check_dtype=check_dtype)."""
+        request.respond(tensors, check_dtype=check_dtype)
 
-    def respond_vec(self, buffer, counts, requests):
+    def respond_vec(self, buffer, counts, requests, *, check_dtype=True):
         """Answers several requests from one buffer: request i gets the next counts[i] rows of `buffer`.
 
         Everything is checked before anything is sent, so a bad argument
         answers no request. Each request must have exactly one pull slot.
+        `check_dtype` as in :meth:`Request.respond`.
         """
         if len(counts) != len(requests):
-            raise ValueError(f"{len(counts)} counts for {len(requests)} requests")
+            raise errors.invalid_argument(f"{len(counts)} counts for {len(requests)} requests")
         t = as_tensor(buffer)
         if not t.shape:
-            raise ValueError("respond_vec needs a buffer with rows (at least one dimension)")
+            raise errors.invalid_argument("respond_vec needs a buffer with rows (at least one dimension)")
         if any(c < 0 for c in counts) or sum(counts) > t.shape[0]:
-            raise ValueError(f"counts {list(counts)} need {sum(counts)} rows; the buffer has {t.shape[0]}")
+            raise errors.invalid_argument(f"counts {list(counts)} need {sum(counts)} rows; the buffer has "
+                                          f"{t.shape[0]}")
         slices, start = [], 0
         for count, request in zip(counts, requests):
-            slices.append(request._check_response([t.row_range(start, start + count)]))
+            slices.append(request._check_response([t.row_range(start, start + count)], check_dtype))
             start += count
         for described, request in zip(slices, requests):
             request._send(described)

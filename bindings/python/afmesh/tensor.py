@@ -17,7 +17,7 @@ shape travel with it, so the other side sees what was sent.
 
 import ctypes as C
 
-from . import _capi, _dlpack, dtypes
+from . import _capi, _dlpack, dtypes, errors
 
 # ---------------------------------------------------------------- buffer protocol
 
@@ -146,9 +146,9 @@ class Tensor:
     def row_range(self, start, stop):
         """Rows [start, stop) along the first dimension, as a Tensor over the same memory."""
         if not self.shape:
-            raise ValueError("a 0-d tensor has no rows")
+            raise errors.invalid_argument("a 0-d tensor has no rows")
         if not 0 <= start <= stop <= self.shape[0]:
-            raise ValueError(f"rows [{start}, {stop}) requested of a tensor with {self.shape[0]}")
+            raise errors.invalid_argument(f"rows [{start}, {stop}) requested of a tensor with {self.shape[0]}")
         row_bytes = self.nbytes // self.shape[0] if self.shape[0] else 0
         return Tensor(self.ptr + start * row_bytes, row_bytes * (stop - start), self.dtype,
                       (stop - start,) + self.shape[1:], self.kind, self.device, self.owner, self.readonly,
@@ -159,7 +159,7 @@ def _typestr(dtype):
     kind = {dtypes.INT: "i", dtypes.UINT: "u", dtypes.FLOAT: "f", dtypes.COMPLEX: "c", dtypes.BOOL: "b",
             dtypes.BFLOAT: "u"}.get(dtype.code)
     if kind is None or dtype.lanes != 1:
-        raise TypeError(f"{dtype} has no numpy equivalent")
+        raise errors.invalid_type(f"{dtype} has no numpy equivalent")
     return f"<{kind}{dtype.itemsize}"
 
 
@@ -178,21 +178,32 @@ def as_tensor(obj, dtype=None, *, writable=False):
         writable: require writable memory (pull buffers, receive buffers).
 
     Raises:
-        TypeError: not a supported kind of object or element type.
-        ValueError: not C-contiguous, read-only when `writable`, too many
-            dimensions, or a size that `dtype` does not divide.
+        afmesh.InvalidType (a TypeError): not a supported kind of object or
+            element type.
+        afmesh.InvalidArgument (a ValueError): not C-contiguous, read-only
+            when `writable`, too many dimensions, or a size that `dtype` does
+            not divide.
     """
     if isinstance(obj, Tensor):
         t = obj
     else:
         t = _describe(obj)
     if writable and t.readonly:
-        raise ValueError(f"{type(obj).__name__} is read-only; a buffer afmesh writes into must be writable")
+        raise errors.invalid_argument(f"{type(obj).__name__} is read-only; a buffer afmesh writes into must be "
+                                      "writable")
     if dtype is not None:
-        t = _reinterpret(t, dtypes.as_dtype(dtype))
+        t = _reinterpret(t, _known(dtypes.as_dtype, dtype))
     if len(t.shape) > _capi.MAX_DIMS:
-        raise ValueError(f"{len(t.shape)} dimensions; afmesh carries at most {_capi.MAX_DIMS}")
+        raise errors.invalid_argument(f"{len(t.shape)} dimensions; afmesh carries at most {_capi.MAX_DIMS}")
     return t
+
+
+def _known(parse, *args):
+    """parse(*args), its TypeError (an element type or device afmesh does not know) raised as afmesh.InvalidType."""
+    try:
+        return parse(*args)
+    except TypeError as e:
+        raise errors.invalid_type(str(e)) from e
 
 
 def _describe(obj):
@@ -201,26 +212,26 @@ def _describe(obj):
     except TypeError:
         view = None
     except ValueError as e:  # numpy refuses buffers of datetime and similar types
-        raise TypeError(f"{type(obj).__name__} cannot be sent: {e}") from e
+        raise errors.invalid_type(f"{type(obj).__name__} cannot be sent: {e}") from e
     if view is not None:
         return _from_buffer(obj, view)
     if hasattr(obj, "__dlpack__"):
         return _from_dlpack(obj)
     if hasattr(obj, "__cuda_array_interface__"):
         return _from_cuda_array_interface(obj)
-    raise TypeError(f"{type(obj).__name__} is not a tensor afmesh can use: pass an object with the buffer protocol "
-                    "(numpy, bytearray, memoryview), __dlpack__ (torch) or __cuda_array_interface__")
+    raise errors.invalid_type(f"{type(obj).__name__} is not a tensor afmesh can use: pass an object with the buffer "
+                              "protocol (numpy, bytearray, memoryview), __dlpack__ (torch) or __cuda_array_interface__")
 
 
 def _not_contiguous(obj):
-    return ValueError(f"{type(obj).__name__} is not C-contiguous; afmesh sends and receives contiguous memory only "
-                      "(use numpy.ascontiguousarray(x) or x.contiguous())")
+    return errors.invalid_argument(f"{type(obj).__name__} is not C-contiguous; afmesh sends and receives contiguous "
+                                   "memory only (use numpy.ascontiguousarray(x) or x.contiguous())")
 
 
 def _from_buffer(obj, view):
     if not view.c_contiguous:
         raise _not_contiguous(obj)
-    dtype = dtypes.from_format(view.format, view.itemsize)
+    dtype = _known(dtypes.from_format, view.format, view.itemsize)
     ptr = _address(view) if view.nbytes else 0
     # The memoryview is kept as the owner: while it lives, a bytearray cannot be resized under us.
     return Tensor(ptr, view.nbytes, dtype, view.shape, owner=(obj, view), readonly=view.readonly)
@@ -228,9 +239,9 @@ def _from_buffer(obj, view):
 
 def _from_dlpack(obj):
     try:
-        p = _dlpack.parse(obj)
+        p = _known(_dlpack.parse, obj)
     except (BufferError, RuntimeError) as e:  # e.g. torch: a tensor that requires grad
-        raise ValueError(f"{type(obj).__name__} cannot be lent through DLPack: {e}") from e
+        raise errors.invalid_argument(f"{type(obj).__name__} cannot be lent through DLPack: {e}") from e
     if not p.contiguous:
         raise _not_contiguous(obj)
     dtype = dtypes.DType(p.code, p.bits, p.lanes)
@@ -246,7 +257,7 @@ def _from_cuda_array_interface(obj):
     itemsize = int(typestr[2:])
     codes = {"i": dtypes.INT, "u": dtypes.UINT, "f": dtypes.FLOAT, "c": dtypes.COMPLEX, "b": dtypes.BOOL}
     if typestr[0] == ">" or typestr[1] not in codes:
-        raise TypeError(f"__cuda_array_interface__ typestr {typestr!r} is not a little-endian number type")
+        raise errors.invalid_type(f"__cuda_array_interface__ typestr {typestr!r} is not a little-endian number type")
     strides = cai.get("strides")
     if strides is not None and not _dlpack.is_compact(shape, tuple(s // itemsize for s in strides)):
         raise _not_contiguous(obj)
@@ -266,7 +277,7 @@ def _reinterpret(t, dtype):
     shape = t.shape or (1,)
     last_bytes = shape[-1] * t.dtype.itemsize
     if last_bytes % dtype.itemsize:
-        raise ValueError(f"cannot view {t.dtype} shape {t.shape} as {dtype}: the last dimension's "
-                         f"{last_bytes} bytes are not a whole number of {dtype.itemsize}-byte elements")
+        raise errors.invalid_argument(f"cannot view {t.dtype} shape {t.shape} as {dtype}: the last dimension's "
+                                      f"{last_bytes} bytes are not a whole number of {dtype.itemsize}-byte elements")
     shape = shape[:-1] + (last_bytes // dtype.itemsize,)
     return Tensor(t.ptr, t.nbytes, dtype, shape, t.kind, t.device, t.owner, t.readonly, t._valid)

@@ -2,6 +2,7 @@
 """The attention side: push activations to servers, pull their results back."""
 
 import ctypes as C
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -53,11 +54,18 @@ def stream_pointer(stream):
         value = getattr(stream, attribute, None)
         if isinstance(value, int):
             return value
-    raise TypeError(f"not a stream: {stream!r} (give an int handle, a torch.cuda.Stream or a CuPy stream)")
+    raise errors.invalid_type(f"not a stream: {stream!r} (give an int handle, a torch.cuda.Stream or a CuPy stream)")
 
 
 def _as_item(item, cls):
-    return item if isinstance(item, cls) else cls(*item)
+    if isinstance(item, cls):
+        return item
+    try:
+        return cls(*item)
+    except TypeError:  # not a sequence, or one of the wrong length
+        fields = ", ".join(f.name for f in dataclasses.fields(cls))
+        raise errors.invalid_type(f"{item!r} is not a {cls.__name__}: give afmesh.{cls.__name__}(...) or a tuple "
+                                  f"({fields}), the last optional") from None
 
 
 def _trimmed(obj, tensor, nbytes):
@@ -78,7 +86,8 @@ class Handle:
     """One push-pull in flight. Its buffers must stay untouched until it completes.
 
     ``wait()`` returns the results: each pull buffer, cut to the rows its
-    server actually wrote (a view of your own buffer).
+    server actually wrote (a view of your own buffer). As with afmesh_wait in
+    C, a handle is waited once; :attr:`results` reads them again.
     """
 
     def __init__(self, worker, handle, keepalive, pulls):
@@ -88,6 +97,7 @@ class Handle:
         self._pulls = pulls          # [(caller's object, Tensor)]
         self._results = None
         self._error = None
+        self._waited = False  # wait() has given its outcome, which C reports once
 
     def __repr__(self):
         state = "failed" if self._error else "done" if self._results is not None else "in flight"
@@ -103,38 +113,48 @@ class Handle:
         self._keepalive = None
         if status != _capi.OK:
             self._error = errors.error_for(status)
-            raise self._error
-        self._results = [_trimmed(obj, t, self.pull_bytes(i)) for i, (obj, t) in enumerate(self._pulls)]
-        return self._results
+        else:
+            self._results = [_trimmed(obj, t, self.pull_bytes(i)) for i, (obj, t) in enumerate(self._pulls)]
+
+    def _check_not_waited(self):
+        # afmesh_wait frees the C handle, so C answers a second wait (or test) NOT_FOUND; so does Python.
+        if self._waited:
+            raise errors.error_for(_capi.ERR_NOT_FOUND,
+                                   f"push_pull {self.id} was already waited: wait each handle once, as afmesh_wait "
+                                   "allows (the results are in its pull buffers, and in Handle.results)")
 
     def wait(self, timeout=None):
         """Waits for completion (`timeout` in seconds; None: forever) and returns the results.
 
         Raises Timeout (the handle stays valid: wait again), PeerFailed (a
-        server it involved failed; the message names it), or Closed.
-        Waiting again after completion returns the same results (or error).
+        server it involved failed; the message names it), or Closed. Any
+        other outcome is reported once: a second wait raises NotFound, as
+        afmesh_wait does in C (:attr:`results` has the results).
         """
-        if self._error:
-            raise self._error
-        if self._results is not None:
-            return self._results
-        status = self._worker._blocking(lambda ptr, ms: lib.afmesh_wait(ptr, self.id, ms), timeout,
-                                        f"push_pull {self.id}")
-        return self._finish(status)
+        self._check_not_waited()
+        if not self.done:
+            status = self._worker._blocking(lambda ptr, ms: lib.afmesh_wait(ptr, self.id, ms), timeout,
+                                            f"push_pull {self.id}")
+            self._finish(status)
+        self._waited = True
+        return self.results
 
     def test(self):
-        """True if complete (results are then ready), False if still in flight; raises if it failed."""
+        """True if complete (results are then ready), False if still in flight; raises if it failed.
+
+        Like afmesh_test, it may be called until the handle is waited, and raises NotFound after.
+        """
+        self._check_not_waited()
+        if not self.done:
+            with self._worker._live as ptr:
+                status = lib.afmesh_test(ptr, self.id)
+                if status == _capi.IN_PROGRESS:
+                    return False
+                if status == _capi.OK:  # complete: retire the C handle so it frees its slot
+                    status = lib.afmesh_wait(ptr, self.id, 0)
+            self._finish(status)
         if self._error:
             raise self._error
-        if self._results is not None:
-            return True
-        with self._worker._live as ptr:
-            status = lib.afmesh_test(ptr, self.id)
-            if status == _capi.IN_PROGRESS:
-                return False
-            if status == _capi.OK:  # complete: retire the C handle so it frees its slot
-                status = lib.afmesh_wait(ptr, self.id, 0)
-        self._finish(status)
         return True
 
     def stream_wait(self, stream):
@@ -149,10 +169,13 @@ class Handle:
 
     @property
     def results(self):
-        """The results of a completed push-pull (see wait()); raises if it is not complete."""
-        if not self.done:
-            raise errors.error_for(_capi.ERR_INVALID_ARGUMENT, "the push-pull has not completed: wait() first")
-        return self.wait()
+        """The results of a completed push-pull (see wait()), as often as asked; raises its failure, or
+        InvalidArgument if it has not completed."""
+        if self._error:
+            raise self._error
+        if self._results is None:
+            raise errors.invalid_argument(f"push_pull {self.id} has not completed: wait() first")
+        return self._results
 
     def pull_bytes(self, index):
         """Bytes the server actually wrote into pull `index` (after completion)."""
