@@ -40,6 +40,11 @@ constexpr VarSpec kVars[] = {
      "address the tcp transport listens on (IPv4 or IPv6 literal or host name)"},
     {"AFMESH_SCHEDULER", VarType::kString, "", nullptr, 0, 0, "host:port of the scheduler"},
     {"AFMESH_ROLE", VarType::kEnum, "", "scheduler|worker|server", 0, 0, "this process's role"},
+    {"AFMESH_LAYOUT", VarType::kString, "", nullptr, 0, 0,
+     "under a job manager (Open MPI, PMI, Slurm, torchrun, LeaderWorkerSet) and without AFMESH_ROLE: which "
+     "processes are servers, 'servers:S' (global ranks 0..S-1), 'workers:W' (0..W-1 are workers) or "
+     "'workers-per-host:W' (each host's first W local ranks are workers); role, rank, counts and scheduler "
+     "then come from the launcher, and global rank 0 runs the scheduler too"},
     {"AFMESH_NUM_WORKERS", VarType::kInt, "1", nullptr, 0, 1 << 20, "number of worker (attention) processes"},
     {"AFMESH_NUM_SERVERS", VarType::kInt, "1", nullptr, 0, 1 << 20, "number of server (FFN) processes"},
     {"AFMESH_RANK", VarType::kInt, "-1", nullptr, -1, 1 << 20,
@@ -204,9 +209,56 @@ void Config::apply_env_value(const std::string &name, std::string value, const s
     }
 }
 
+void Config::fail_env(const Status &error) {
+    notes_.push_back(error.message());
+    if (env_error_.is_ok()) env_error_ = error;
+}
+
+// A launcher's place is looked up always (afmesh info shows it) but acted on
+// only with AFMESH_LAYOUT, and never over AFMESH_ROLE: RANK or PMI_RANK
+// alone may mean something else to the program.
+void Config::adopt_job(const EnvMap &env) {
+    if (Status s = detect_job_place(env, &job_place_); !s) {
+        if (is_set("AFMESH_LAYOUT")) fail_env(s);
+        return;
+    }
+    if (!is_set("AFMESH_LAYOUT")) return;
+    if (is_set("AFMESH_ROLE")) {
+        notes_.push_back("AFMESH_LAYOUT is ignored: AFMESH_ROLE is set and wins");
+        return;
+    }
+    if (!job_place_) {
+        fail_env({Code::kInvalidArgument, "AFMESH_LAYOUT is set, but no job manager's variables are (Open MPI "
+                                          "OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE, Slurm SLURM_PROCID/SLURM_NTASKS, "
+                                          "torchrun RANK/WORLD_SIZE, LeaderWorkerSet LWS_*)"});
+        return;
+    }
+    JobRole role;
+    if (Status s = derive_job_role(*job_place_, get("AFMESH_LAYOUT"), get("AFMESH_SCHEDULER"), &role); !s) {
+        fail_env(s);
+        return;
+    }
+    const std::pair<const char *, std::string> derived[] = {
+        {"AFMESH_ROLE", role.worker ? "worker" : "server"},
+        {"AFMESH_RANK", std::to_string(role.rank)},
+        {"AFMESH_NUM_WORKERS", std::to_string(role.num_workers)},
+        {"AFMESH_NUM_SERVERS", std::to_string(role.num_servers)},
+        {"AFMESH_SCHEDULER", role.scheduler},
+    };
+    for (const auto &[name, value] : derived) {
+        if (is_set(name) && get(name) != value) {
+            fail_env({Code::kInvalidArgument, std::string(name) + "=" + get(name) + " contradicts AFMESH_LAYOUT under " +
+                                                  job_place_->launcher + ", which gives " + value});
+            return;
+        }
+        apply_env_value(name, value, job_place_->launcher);
+    }
+    job_role_ = role;
+}
+
 Config Config::from_env(char **envp) {
     Config config;
-    std::map<std::string, std::string> env;
+    EnvMap env;
     for (char **p = envp; p && *p; ++p) {
         const char *eq = strchr(*p, '=');
         if (eq) env.emplace(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
@@ -258,6 +310,7 @@ Config Config::from_env(char **envp) {
         config.notes_.push_back("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together; ignoring the one set");
     }
     if (!aliases_used.empty()) config.notes_.push_back(aliases_used + " (StepMesh names)");
+    config.adopt_job(env);
     return config;
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "job_env.h"
 #include "status.h"
 
 namespace afmesh {
@@ -58,13 +59,22 @@ public:
     /** First invalid value met while reading the environment, if any. */
     const Status &env_error() const { return env_error_; }
 
+    /** The job manager that started this process, when its variables were found (job_env.h). */
+    const std::optional<JobPlace> &job_place() const { return job_place_; }
+    /** What AFMESH_LAYOUT made of job_place(): set when the role, rank and scheduler came from the launcher. */
+    const std::optional<JobRole> &job_role() const { return job_role_; }
+
 private:
     Status check(const VarSpec &spec, const std::string &value) const;
     void apply_env_value(const std::string &name, std::string value, const std::string &origin);
+    void adopt_job(const EnvMap &env);
+    void fail_env(const Status &error);
 
     std::map<std::string, std::string, std::less<>> values_;
     std::vector<std::string> notes_;
     Status env_error_;
+    std::optional<JobPlace> job_place_;
+    std::optional<JobRole> job_role_;
 };
 
 }  // namespace afmesh

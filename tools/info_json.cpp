@@ -74,6 +74,21 @@ ordered_json variables_json(const InfoReport &report) {
     return variables;
 }
 
+// null outside a job manager; "role" is null until AFMESH_LAYOUT says what the place makes this process.
+ordered_json job_json(const InfoReport &report) {
+    if (!report.job_place) return nullptr;
+    const JobPlace &p = *report.job_place;
+    ordered_json job = {{"launcher", p.launcher},     {"rank", p.rank},
+                        {"size", p.size},             {"local_rank", p.local_rank},
+                        {"local_size", p.local_size}, {"first_host", p.first_host},
+                        {"role", nullptr}};
+    if (const std::optional<JobRole> &r = report.job_role)
+        job["role"] = {{"role", r->worker ? "worker" : "server"}, {"rank", r->rank},
+                       {"num_workers", r->num_workers},           {"num_servers", r->num_servers},
+                       {"scheduler", r->scheduler},               {"runs_scheduler", r->runs_scheduler}};
+    return job;
+}
+
 }  // namespace
 
 void write_info_json(const InfoReport &report, FILE *out) {
@@ -87,6 +102,7 @@ void write_info_json(const InfoReport &report, FILE *out) {
         {"modules", modules},
         {"device", device_json(report)},
         {"transport", transport_json(report)},
+        {"job", job_json(report)},
         {"variables", variables_json(report)},
         {"security",
          {{"data_plane", report.security.data_plane},

@@ -86,6 +86,8 @@ void probe_all(InfoReport &report, const std::vector<ModuleRecord> &tried) {
 
 InfoReport gather_info(const Config &config) {
     InfoReport report;
+    report.job_place = config.job_place();
+    report.job_role = config.job_role();
     report.search_dirs = module_search_dirs(config);
     report.modules = discover_modules(config);
     report.variables = read_variables(config);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct SecurityReport {
 };
 
 struct InfoReport {
+    std::optional<JobPlace> job_place;  // the job manager that started this process, if any
+    std::optional<JobRole> job_role;    // what AFMESH_LAYOUT made of it
     std::vector<std::string> search_dirs;
     std::vector<ModuleRecord> modules;  // every file found, after probing
     Selection device, transport;

@@ -120,6 +120,19 @@ void write_security(const SecurityReport &s, FILE *out) {
                                 "join (set AFMESH_AUTH_TOKEN)");
 }
 
+void write_job(const InfoReport &report, FILE *out) {
+    if (!report.job_place) return;
+    fprintf(out, "\nJob manager:\n");
+    if (report.job_role)
+        write_indented(out, describe_job(*report.job_place, *report.job_role), "  ");
+    else
+        write_indented(out,
+                       "started by " + report.job_place->launcher + " (global rank " +
+                           std::to_string(report.job_place->rank) + " of " + std::to_string(report.job_place->size) +
+                           "); set AFMESH_LAYOUT to take the role, rank and scheduler from it",
+                       "  ");
+}
+
 void write_notes(const InfoReport &report, FILE *out) {
     if (report.notes.empty()) return;
     fprintf(out, "\nNotes:\n");
@@ -133,6 +146,7 @@ void write_info_text(const InfoReport &report, FILE *out) {
     write_search_path(report, out);
     write_modules(report, out);
     write_selected(report, out);
+    write_job(report, out);
     write_variables(report, out);
     write_security(report.security, out);
     write_notes(report, out);

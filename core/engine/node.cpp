@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "control/socket_util.h"
 #include "log.h"
 #include "wire.h"
 
@@ -113,6 +114,7 @@ Status Node::start() {
             return {Code::kError, "transport " + transport_->name() + " cannot listen: " + take_module_error()};
         hello.address.resize(len);
     }
+    if (Status s = start_embedded_scheduler(); !s) return s;
     const auto deadline = Clock::now() + config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS");
     auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
     if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
@@ -436,6 +438,20 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     fail_peer(rank, {Code::kPeerFailed, "declared dead by the scheduler: " + reason});
 }
 
+// Under a job manager, global rank 0 serves the rendezvous too. It listens
+// on every address at the scheduler's port: the name the others reach it by
+// (a master address, a Kubernetes service) need not be one of its own.
+Status Node::start_embedded_scheduler() {
+    const std::optional<JobRole> &job = config_.job_role();
+    if (!job || !job->runs_scheduler) return Status::ok();
+    control::HostPort at;
+    if (Status s = control::parse_host_port(job->scheduler, &at); !s) return s;
+    if (Status s = Scheduler::start(control_options(config_), ":" + at.port, &embedded_scheduler_); !s)
+        return {s.code(), "the scheduler this process runs for " + config_.job_place()->launcher + ": " + s.message()};
+    AFMESH_LOG(AFMESH_LOG_INFO, "%s", describe_job(*config_.job_place(), *job).c_str());
+    return Status::ok();
+}
+
 Status Node::stop() {
     if (stopped_ || !control_) return Status::ok();
     stopped_ = true;
@@ -443,6 +459,10 @@ Status Node::stop() {
     if (progress_) say_goodbye();
     close_data_plane();
     Status agreed = control_->stop(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS"));
+    // The embedded scheduler ends with the cluster; the others need it until then.
+    if (embedded_scheduler_)
+        if (Status s = embedded_scheduler_->wait(config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS")); !s && agreed)
+            agreed = s;
     // Without a scheduler nobody can confirm the others stopped too; this
     // node has said BYE to each of them, which is all it owes them.
     if (!agreed && control_->scheduler_gone()) {

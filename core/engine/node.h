@@ -88,6 +88,7 @@ private:
 
     Node(const Config &config, Role role) : config_(config), role_(role) {}
     Status start();
+    Status start_embedded_scheduler();
     Status connect_data_plane(Clock::time_point deadline);
     void accept_pending();
     void accept_pending_locked();
@@ -117,6 +118,9 @@ private:
     std::unique_ptr<MemoryRegistry> registry_;
     std::unique_ptr<Staging> staging_;  // after registry_: its buffers are registrations
     std::unique_ptr<Progress> progress_;
+    // The scheduler, when a job manager's layout puts it in this process
+    // (global rank 0); destroyed after control_, which talks to it.
+    std::unique_ptr<Scheduler> embedded_scheduler_;
     std::unique_ptr<ControlClient> control_;
     std::unique_ptr<NodeCounters> counters_;  // made once the roster says how many peers there are
     std::mutex mu_;  // the engines' state (EngineContext::mu), and everything below but ticker_

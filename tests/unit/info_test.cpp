@@ -191,6 +191,31 @@ TEST(info_command, StepMeshAliasIsShownAsUsed) {
     EXPECT_TRUE(contains(r.out, "using DMLC_ROLE as AFMESH_ROLE")) << r.out;
 }
 
+TEST(info_command, ShowsTheJobManagerAndWhatTheLayoutMakesOfIt) {
+    const std::initializer_list<std::string> torchrun = {kGoodPath, kGoodDevice, kGoodTransport, "RANK=2",
+                                                         "WORLD_SIZE=3", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500"};
+    ChildResult bare = afmesh({"info"}, torchrun);
+    EXPECT_TRUE(contains(bare.out, "Job manager:\n  started by torchrun (global rank 2 of 3); set AFMESH_LAYOUT"))
+        << bare.out;
+    ChildResult text = test::run_tool(AFMESH_BIN, {"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "RANK=2",
+                                                              "WORLD_SIZE=3", "MASTER_ADDR=10.0.0.1",
+                                                              "MASTER_PORT=29500", "AFMESH_LAYOUT=servers:1"});
+    EXPECT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_TRUE(contains(text.out, "started by torchrun: global rank 2 of 3 is worker 1 of 2; scheduler "
+                                   "10.0.0.1:29501, run by global rank 0"))
+        << text.out;
+    ChildResult json = test::run_tool(AFMESH_BIN, {"info", "--json"},
+                                      {kGoodPath, kGoodDevice, kGoodTransport, "RANK=0", "WORLD_SIZE=3",
+                                       "MASTER_ADDR=10.0.0.1", "AFMESH_LAYOUT=workers:2"});
+    const Json job = member(parse(json.out), "job", &Json::is_object);
+    EXPECT_EQ(member(job, "launcher", &Json::is_string).get<std::string>(), "torchrun");
+    const Json &role = member(job, "role", &Json::is_object);
+    EXPECT_EQ(member(role, "role", &Json::is_string).get<std::string>(), "worker");
+    EXPECT_EQ(member(role, "num_servers", &Json::is_number).get<int>(), 1);
+    EXPECT_TRUE(member(role, "runs_scheduler", &Json::is_boolean).get<bool>());
+    EXPECT_EQ(member(role, "scheduler", &Json::is_string).get<std::string>(), "10.0.0.1:29510");
+}
+
 TEST(info_command, AuthTokenIsNeverPrinted) {
     const std::string secret = "hunter2-very-secret";
     for (std::vector<std::string> args : {std::vector<std::string>{"info"}, {"info", "--json"}}) {
