@@ -2,10 +2,75 @@
 #include "transport_fixture.h"
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "exclude_list.h"
 #include "log.h"
 
 namespace afmesh::test {
+namespace {
+
+// The exclusions of this run, read before its first test (ExcludeEnvironment)
+// and applied as each test starts (ExcludeListener).
+ExcludeList &run_exclusions() {
+    static ExcludeList list;
+    return list;
+}
+
+std::string full_name(const ::testing::TestInfo &test) {
+    return std::string(test.test_suite_name()) + "." + test.name();
+}
+
+// Reads the files named by CONFORMANCE_EXCLUDE.
+class ExcludeEnvironment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        const char *files = std::getenv(kExcludeVariable);
+        if (!files) return;
+        ExcludeList list;
+        const Status s = list.load(files);
+        // Fatal, so that no test runs: without its exclusions the run reaches
+        // tests known to crash the provider (see excludes/fabric-shm.exclude).
+        if (!s) FAIL() << kExcludeVariable << ": " << s.message() << "; no test runs without its exclusions";
+        // An entry that names no test of this binary is stale (its test was
+        // renamed or removed) and hides nothing: fail the run so that it is
+        // fixed, but run the tests. Judged against every test registered,
+        // not the ones --gtest_filter selects, since a narrower filter (one
+        // test run by hand) leaves entries unmatched without them being wrong.
+        std::vector<std::string> tests;
+        const ::testing::UnitTest &unit = *::testing::UnitTest::GetInstance();
+        for (int i = 0; i < unit.total_test_suite_count(); ++i)
+            for (int j = 0; j < unit.GetTestSuite(i)->total_test_count(); ++j)
+                tests.push_back(full_name(*unit.GetTestSuite(i)->GetTestInfo(j)));
+        for (const ExcludeEntry *stale : list.unmatched(tests))
+            ADD_FAILURE() << stale->where() << ": '" << stale->pattern
+                          << "' matches no test of this binary; remove the entry or correct its pattern";
+        run_exclusions() = std::move(list);
+    }
+};
+
+// Skips an excluded test before its fixture's SetUp(): GoogleTest runs no
+// test whose result is skipped once its fixture is constructed, and the
+// skip, with its message, is reported as any other.
+class ExcludeListener : public ::testing::EmptyTestEventListener {
+public:
+    void OnTestStart(const ::testing::TestInfo &test) override {
+        if (const ExcludeEntry *entry = run_exclusions().match(full_name(test))) GTEST_SKIP() << entry->skip_message();
+    }
+};
+
+// Registered as this file is initialised: every test binary that uses the
+// fixture's helpers links this object, so each one honours
+// CONFORMANCE_EXCLUDE with gtest_main's main(). The listener goes after the
+// result printer already installed, so a test's "[ RUN ]" line comes before
+// its skip message.
+[[maybe_unused]] const bool kExclusionsInstalled = [] {
+    ::testing::AddGlobalTestEnvironment(new ExcludeEnvironment);
+    ::testing::UnitTest::GetInstance()->listeners().Append(new ExcludeListener);
+    return true;
+}();
+
+}  // namespace
 
 const char *event_type_name(uint32_t type) {
     switch (type) {
