@@ -128,7 +128,7 @@ public:
     virtual bool scheduler_gone() const = 0;
 };
 
-/** A running scheduler (standalone process, or embedded in server rank 0). */
+/** A running scheduler: its own process, or inside global rank 0 under a job manager (Node::start_embedded_scheduler). */
 class Scheduler {
 public:
     /**
