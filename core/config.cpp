@@ -71,6 +71,8 @@ constexpr VarSpec kVars[] = {
      "per peer, how many REQUESTs (worker) or RESPONSEs may ride on a tensor write at once where the transport "
      "gathers writes: each entry is 2 KiB of registered memory per peer; beyond that, or at 0, the messages go "
      "as sends of their own (one more transport operation each way)"},
+    {"AFMESH_SYSFS_ROOT", VarType::kString, "/", nullptr, 0, 0,
+     "where the PCI topology is read from (root of sys/; tests point it at a machine's layout)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
      "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,

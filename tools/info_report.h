@@ -62,6 +62,8 @@ InfoReport gather_info(const Config &config);
 
 void write_info_text(const InfoReport &report, FILE *out);
 void write_info_json(const InfoReport &report, FILE *out);
+/** The GPU x NIC matrix and each local rank's NIC, from sysfs under AFMESH_SYSFS_ROOT. */
+void write_topology_text(const InfoReport &report, const Config &config, FILE *out);
 
 /** "device" or "transport". */
 const char *module_kind_name(afmesh_module_kind kind);

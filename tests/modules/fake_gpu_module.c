@@ -25,6 +25,9 @@
  *    nothing, and the next event recorded behind it reports the failure.
  *    Unlike a real GPU's sticky errors, the stream then carries on, so a
  *    test sees what happens to the work after a failure.
+ *  - FAKEGPU_BUS_IDS=dddd:bb:dd.f,... gives that many devices with those PCI
+ *    bus ids (for the topology tests); unset, one device with none. Every
+ *    device is the same host memory.
  * One lock guards everything: simple, and no test here measures speed.
  */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
@@ -141,6 +144,25 @@ static long g_fail_copy_from_device = -1;       /* FAKEGPU_FAIL_COPY_FROM_DEVICE
 static long g_fail_async_copy_from_device = -1; /* FAKEGPU_FAIL_ASYNC_COPY_FROM_DEVICE */
 static pthread_once_t g_read_settings = PTHREAD_ONCE_INIT;
 
+/* FAKEGPU_BUS_IDS, one entry per device. */
+enum { kMaxDevices = 16 };
+static char g_bus_ids[kMaxDevices][32];
+static int g_device_count = 1;
+
+static void read_bus_ids(void) {
+    const char *list = getenv("FAKEGPU_BUS_IDS");
+    if (!list || !*list) return;
+    g_device_count = 0;
+    while (*list && g_device_count < kMaxDevices) {
+        size_t len = strcspn(list, ",");
+        if (len >= sizeof g_bus_ids[0]) len = sizeof g_bus_ids[0] - 1;
+        memcpy(g_bus_ids[g_device_count], list, len);
+        g_bus_ids[g_device_count++][len] = '\0';
+        list += strcspn(list, ",");
+        if (*list == ',') ++list;
+    }
+}
+
 static void read_settings(void) {
     const struct {
         const char *name;
@@ -152,6 +174,7 @@ static void read_settings(void) {
         const char *n = getenv(settings[i].name);
         if (n) *settings[i].countdown = atol(n);
     }
+    read_bus_ids();
 }
 
 static int fg_init(void **ctx) {
@@ -162,20 +185,23 @@ static int fg_init(void **ctx) {
 static void fg_fini(void *ctx) { (void)ctx; }
 static int fg_device_count(void *ctx, int *count) {
     (void)ctx;
-    *count = 1;
+    *count = g_device_count;
     return AFMESH_HAL_OK;
 }
 static int fg_device_info(void *ctx, int device, afmesh_dev_info *info) {
     (void)ctx;
-    if (device != 0 || !info) return fail(AFMESH_HAL_INVALID_ARGUMENT, "only device 0 exists");
+    if (device < 0 || device >= g_device_count || !info)
+        return fail(AFMESH_HAL_INVALID_ARGUMENT, "no such device (FAKEGPU_BUS_IDS says how many)");
     snprintf(info->name, sizeof info->name, "fake GPU (host memory)");
-    info->bus_id[0] = '\0';
+    snprintf(info->bus_id, sizeof info->bus_id, "%s", g_bus_ids[device]);
     info->total_memory = 1ull << 30;
     return AFMESH_HAL_OK;
 }
 static int fg_set_device(void *ctx, int device) {
     (void)ctx;
-    return device == 0 ? AFMESH_HAL_OK : fail(AFMESH_HAL_INVALID_ARGUMENT, "only device 0 exists");
+    return device >= 0 && device < g_device_count
+               ? AFMESH_HAL_OK
+               : fail(AFMESH_HAL_INVALID_ARGUMENT, "no such device (FAKEGPU_BUS_IDS says how many)");
 }
 
 static int fg_mem_alloc(void *ctx, int device, uint32_t where, size_t bytes, void **ptr) {

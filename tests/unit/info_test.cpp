@@ -12,6 +12,7 @@
 #include "afmesh/hal/module.h"
 #include "child_process.h"
 #include "config.h"
+#include "sysfs_machines.h"
 
 #ifndef AFMESH_BIN
 #error "the build must define AFMESH_BIN (the afmesh executable)"
@@ -214,6 +215,43 @@ TEST(info_command, ShowsTheJobManagerAndWhatTheLayoutMakesOfIt) {
     EXPECT_EQ(member(role, "num_servers", &Json::is_number).get<int>(), 1);
     EXPECT_TRUE(member(role, "runs_scheduler", &Json::is_boolean).get<bool>());
     EXPECT_EQ(member(role, "scheduler", &Json::is_string).get<std::string>(), "10.0.0.1:29510");
+}
+
+// ---- afmesh info --topology ----
+
+// `afmesh info --topology` on a machine's layout, with the fake GPU module reporting its GPUs' bus ids.
+ChildResult topology_of(const test::SysfsMachine &machine) {
+    std::string bus_ids;
+    for (const std::string &id : machine.gpus()) bus_ids += (bus_ids.empty() ? "" : ",") + id;
+    return afmesh({"info", "--topology"}, {"AFMESH_MODULE_PATH=" + test_dir("fakegpu") + ":" + test_dir("good"),
+                                           "AFMESH_DEVICE=fakegpu", kGoodTransport, "FAKEGPU_BUS_IDS=" + bus_ids,
+                                           "AFMESH_SYSFS_ROOT=" + machine.root()});
+}
+
+TEST(info_topology, PrintsTheGpuByNicMatrixAndEachLocalRanksNic) {
+    test::SysfsMachine machine = test::SysfsMachine::eight_by_eight();
+    ChildResult r = topology_of(machine);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "8 device(s) of module 'fakegpu', 8 RDMA NIC(s)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "\nGPU0   PIX      PIX      NODE     NODE     SYS      SYS      SYS      SYS      0     "
+                                "0-31,64-95\n"))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "\nGPU6   SYS      SYS      SYS      SYS      NODE     NODE     PIX      PIX      1     "
+                                "32-63,96-127\n"))
+        << r.out;
+    for (int rank = 0; rank < 8; ++rank)
+        EXPECT_TRUE(contains(r.out, "  local rank " + std::to_string(rank) + " -> mlx5_" + std::to_string(rank) +
+                                        ": PIX (same PCIe switch) from GPU " + machine.gpus()[static_cast<size_t>(rank)]))
+            << r.out;
+}
+
+TEST(info_topology, FewerNicsThanGpusShareTheirSocketsNic) {
+    test::SysfsMachine machine = test::SysfsMachine::eight_by_two();
+    ChildResult r = topology_of(machine);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "\nGPU3   NODE     SYS      0     0-31,64-95\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  local rank 3 -> mlx5_0: NODE (same NUMA node, other root complex)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  local rank 4 -> mlx5_1: PIX")) << r.out;
 }
 
 TEST(info_command, AuthTokenIsNeverPrinted) {
