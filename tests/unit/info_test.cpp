@@ -27,7 +27,6 @@
 #error "the build must define AFMESH_VERSION_STRING"
 #endif
 
-
 namespace afmesh {
 namespace {
 
