@@ -13,7 +13,8 @@ function(afmesh_add_module kind name)
   endif()
   set(target afmesh_${kind}_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/hal ${ARG_INCLUDES})
+  # common/: thread_annotations.h, the one header a module shares with the core (see there why).
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/hal ${PROJECT_SOURCE_DIR}/common ${ARG_INCLUDES})
   if(kind STREQUAL "transport")
     # net_module.h: the C ABI edge every transport shares.
     target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/transports/common)

@@ -12,6 +12,9 @@ string(REPLACE "-O3" "-O2" CMAKE_CXX_FLAGS_RELEASE "${CMAKE_CXX_FLAGS_RELEASE}")
 string(REPLACE "-O3" "-O2" CMAKE_C_FLAGS_RELEASE "${CMAKE_C_FLAGS_RELEASE}")
 
 add_compile_options(-Wall -Wextra)
+# Clang checks the locking rules written as annotations (common/thread_annotations.h);
+# not part of -Wall, and GCC has no such warning (the annotations expand to nothing there).
+add_compile_options($<$<COMPILE_LANG_AND_ID:CXX,Clang>:-Wthread-safety>)
 if(AFMESH_WERROR)
   add_compile_options(-Werror)
 endif()

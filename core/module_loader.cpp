@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <set>
 
 #include "log.h"
+#include "thread_annotations.h"
 
 #ifndef AFMESH_INSTALL_MODULE_DIR
 #error "the build must define AFMESH_INSTALL_MODULE_DIR"
@@ -268,8 +268,8 @@ std::vector<ModuleRecord> discover_modules(const Config &config) {
 Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
     // Modules keep process-wide state (the host services pointer, runtime
     // handles) set by query and init: load one at a time.
-    static std::mutex load_mu;
-    std::lock_guard lock(load_mu);
+    static Mutex load_mu;
+    MutexLock lock(&load_mu);
     auto fail = [&record](ModuleState state, Code code, std::string reason) {
         record.state = state;
         record.reason = reason;

@@ -10,7 +10,6 @@
 #include <array>
 #include <cerrno>
 #include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -22,6 +21,7 @@
 #include "control/socket_util.h"
 #include "control/waker.h"
 #include "log.h"
+#include "thread_annotations.h"
 
 namespace afmesh {
 
@@ -52,7 +52,7 @@ public:
 
     ~ClientImpl() override {
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             exit_requested_ = true;
         }
         waker_.wake();
@@ -67,7 +67,7 @@ public:
     Status barrier(BarrierGroup group, milliseconds timeout) override;
     Status stop(milliseconds timeout) override;
     bool scheduler_gone() const override {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         return phase_ == Phase::kLost && joined_ && !evicted_;
     }
 
@@ -94,16 +94,16 @@ private:
     /** Applies one frame; false when it ends the connection. PEER_DOWN notices go to `downs`. */
     bool dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs);
     /** The connection ended unexpectedly: fail the waiters and, once a member, tell the user. */
-    void lose(Status why);
-    /** Queues a message for the I/O thread; mu_ must be held. */
+    void lose(Status why) AFMESH_EXCLUDES(mu_);
+    /** Queues a message for the I/O thread. */
     template <class Message>
-    void post_locked(const Message &message) {
+    void post_locked(const Message &message) AFMESH_REQUIRES(mu_) {
         queue_message(writer_, message);
         waker_.wake();
     }
-    /** Why barrier()/stop() cannot run now, or OK; mu_ must be held. */
-    Status usable_locked(const char *call) const;
-    std::string join_timeout_text(milliseconds waited) const;
+    /** Why barrier()/stop() cannot run now, or OK. */
+    Status usable_locked(const char *call) const AFMESH_REQUIRES(mu_);
+    std::string join_timeout_text(milliseconds waited) const AFMESH_REQUIRES(mu_);
 
     const ControlOptions options_;
     const Hello hello_;
@@ -113,19 +113,19 @@ private:
     FrameReader reader_;  // I/O thread only
     std::thread io_;
 
-    mutable std::mutex mu_;
+    mutable Mutex mu_;
     std::condition_variable cv_;
-    // Guarded by mu_:
-    FrameWriter writer_;
-    bool exit_requested_ = false;
-    Phase phase_ = Phase::kJoining;
-    Status lost_;  // why, in kLost
-    bool joined_ = false;   // the roster arrived
-    bool evicted_ = false;  // kLost because the scheduler said so (ERROR), not because it went away
-    std::optional<ProgressMsg> join_progress_, stop_progress_;
-    std::array<BarrierState, 3> barriers_;  // indexed by BarrierGroup - 1
-    bool stop_sent_ = false;
-    Status stop_result_;  // in kFinished
+    FrameWriter writer_ AFMESH_GUARDED_BY(mu_);
+    bool exit_requested_ AFMESH_GUARDED_BY(mu_) = false;
+    Phase phase_ AFMESH_GUARDED_BY(mu_) = Phase::kJoining;
+    Status lost_ AFMESH_GUARDED_BY(mu_);  // why, in kLost
+    bool joined_ AFMESH_GUARDED_BY(mu_) = false;   // the roster arrived
+    // kLost because the scheduler said so (ERROR), not because it went away.
+    bool evicted_ AFMESH_GUARDED_BY(mu_) = false;
+    std::optional<ProgressMsg> join_progress_ AFMESH_GUARDED_BY(mu_), stop_progress_ AFMESH_GUARDED_BY(mu_);
+    std::array<BarrierState, 3> barriers_ AFMESH_GUARDED_BY(mu_);  // indexed by BarrierGroup - 1
+    bool stop_sent_ AFMESH_GUARDED_BY(mu_) = false;
+    Status stop_result_ AFMESH_GUARDED_BY(mu_);  // in kFinished
     // Written by the I/O thread before join() returns, read-only afterwards:
     Roster roster_;
     int32_t rank_ = -1;
@@ -159,10 +159,10 @@ Status ClientImpl::join() {
                    static_cast<uint32_t>(options_.heartbeat_interval.count()),
                    static_cast<uint32_t>(options_.heartbeat_timeout.count()),
                    options_.auth_token};
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     queue_message(writer_, hello);
     io_ = std::thread([this] { io_loop(); });
-    if (!cv_.wait_until(lock, deadline, [&] { return phase_ != Phase::kJoining; })) {
+    if (!lock.wait_until(cv_, deadline, [&]() AFMESH_REQUIRES(mu_) { return phase_ != Phase::kJoining; })) {
         return {Code::kTimeout,
                 join_timeout_text(std::chrono::duration_cast<milliseconds>(Clock::now() - start))};
     }
@@ -193,7 +193,7 @@ bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *ne
     Status flushed;
     bool want_write;
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         if (exit_requested_ || phase_ == Phase::kFinished || phase_ == Phase::kLost) return false;
         flushed = writer_.flush(fd_.get());
         want_write = !writer_.empty();
@@ -219,7 +219,7 @@ bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *ne
         return false;
     }
     if (now >= *next_heartbeat) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         queue_message(writer_, HeartbeatMsg{});
         *next_heartbeat = now + options_.heartbeat_interval;
     }
@@ -270,7 +270,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
     case MessageType::kProgress: {
         ProgressMsg m;
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         (m.phase == ProgressPhase::kJoin ? join_progress_ : stop_progress_) = std::move(m);
         return true;
     }
@@ -285,7 +285,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
             return malformed({Code::kInvalidArgument, "it does not match this node's topology or requested rank"});
         }
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             if (phase_ != Phase::kJoining) return malformed({Code::kInvalidArgument, "a second roster"});
             roster_ = std::move(m.roster);
             rank_ = m.your_rank;
@@ -300,7 +300,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
         bool joining;
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             joining = phase_ == Phase::kJoining;
             evicted_ = true;
         }
@@ -312,7 +312,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
         BarrierDoneMsg m;
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             BarrierState &b = barriers_[static_cast<size_t>(m.group) - 1];
             if (m.seq > b.sent) return malformed({Code::kInvalidArgument, "release of a barrier never entered"});
             // A late release of a barrier this node gave up on is old news.
@@ -335,7 +335,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
         StopDoneMsg m;
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             if (!stop_sent_) return malformed({Code::kInvalidArgument, "STOP_DONE before this node stopped"});
             stop_result_ = std::move(m.status);
             phase_ = Phase::kFinished;
@@ -355,7 +355,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
 void ClientImpl::lose(Status why) {
     bool tell_user;
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         if (exit_requested_ || phase_ == Phase::kFinished || phase_ == Phase::kLost) return;
         tell_user = phase_ == Phase::kMember;
         phase_ = Phase::kLost;
@@ -385,7 +385,7 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
     if (std::this_thread::get_id() == io_.get_id()) {
         return {Code::kInvalidArgument, "barrier: called from the PeerDownCallback, whose thread delivers the answer"};
     }
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     if (Status s = usable_locked("barrier"); !s) return s;
     BarrierState &b = barriers_[static_cast<size_t>(group) - 1];
     if (b.busy) {
@@ -395,7 +395,8 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
     uint64_t seq = ++b.sent;
     b.busy = true;
     post_locked(BarrierMsg{group, seq});
-    bool released = cv_.wait_for(lock, timeout, [&] { return b.done >= seq || phase_ == Phase::kLost; });
+    bool released =
+        lock.wait_for(cv_, timeout, [&]() AFMESH_REQUIRES(mu_) { return b.done >= seq || phase_ == Phase::kLost; });
     b.busy = false;
     if (b.done >= seq) return b.status;
     if (released) return {Code::kPeerFailed, "barrier: " + lost_.message()};
@@ -407,14 +408,15 @@ Status ClientImpl::stop(milliseconds timeout) {
     if (std::this_thread::get_id() == io_.get_id()) {
         return {Code::kInvalidArgument, "stop: called from the PeerDownCallback, whose thread delivers the answer"};
     }
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     if (phase_ == Phase::kFinished) return stop_result_;
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
     if (!stop_sent_) {
         stop_sent_ = true;
         post_locked(StopMsg{});
     }
-    cv_.wait_for(lock, timeout, [&] { return phase_ == Phase::kFinished || phase_ == Phase::kLost; });
+    lock.wait_for(cv_, timeout,
+                  [&]() AFMESH_REQUIRES(mu_) { return phase_ == Phase::kFinished || phase_ == Phase::kLost; });
     if (phase_ == Phase::kFinished) return stop_result_;
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
     std::string missing = stop_progress_ ? stop_progress_->detail : "the scheduler has not said";

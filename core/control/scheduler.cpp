@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -30,6 +29,7 @@
 #include "control/waker.h"
 #include "log.h"
 #include "log_limiter.h"
+#include "thread_annotations.h"
 
 namespace afmesh {
 namespace control {
@@ -102,7 +102,7 @@ public:
 
     ~SchedulerImpl() override {
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             exit_requested_ = true;
         }
         waker_.wake();
@@ -112,8 +112,8 @@ public:
     std::string address() const override { return address_; }
 
     Status wait(milliseconds timeout) override {
-        std::unique_lock lock(mu_);
-        if (!cv_.wait_for(lock, timeout, [&] { return finished_; })) {
+        MutexLock lock(&mu_);
+        if (!lock.wait_for(cv_, timeout, [&]() AFMESH_REQUIRES(mu_) { return finished_; })) {
             return {Code::kTimeout, "the scheduler is still running after " + std::to_string(timeout.count()) +
                                         " ms: " + summary_};
         }
@@ -171,12 +171,12 @@ private:
     Clock::time_point accept_resume_;
     LogLimiter accept_log_{std::chrono::seconds(1)};
 
-    std::mutex mu_;
+    Mutex mu_;
     std::condition_variable cv_;
-    bool exit_requested_ = false;  // guarded by mu_
-    bool finished_ = false;        // guarded by mu_
-    Status final_status_;          // guarded by mu_
-    std::string summary_;          // guarded by mu_: what wait() reports on timeout
+    bool exit_requested_ AFMESH_GUARDED_BY(mu_) = false;
+    bool finished_ AFMESH_GUARDED_BY(mu_) = false;
+    Status final_status_ AFMESH_GUARDED_BY(mu_);
+    std::string summary_ AFMESH_GUARDED_BY(mu_);  // what wait() reports on timeout
     std::thread thread_;
 };
 
@@ -188,7 +188,7 @@ void SchedulerImpl::run() {
     progress_ = {ProgressPhase::kJoin, rendezvous_.workers_missing(), rendezvous_.servers_missing(), ""};
     for (;;) {
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             if (exit_requested_ || finished_) return;
         }
         if (finishing_ && peers_.empty()) {
@@ -502,7 +502,7 @@ void SchedulerImpl::finish_iteration() {
         progress_ = members_ ? members_->stop_progress()
                              : ProgressMsg{ProgressPhase::kJoin, rendezvous_.workers_missing(),
                                            rendezvous_.servers_missing(), ""};
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         summary_ = members_ ? "waiting for " + progress_.detail + " to stop" : join_summary();
     }
     for (PeerId id : progress_due_) {
@@ -562,7 +562,7 @@ std::string SchedulerImpl::join_summary() const {
 
 void SchedulerImpl::set_finished(Status status) {
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         finished_ = true;
         final_status_ = std::move(status);
         summary_ = "finished";

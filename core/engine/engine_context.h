@@ -2,13 +2,12 @@
 // What the worker and server engines share with the node that owns them.
 #pragma once
 
-#include <mutex>
-
 #include "counters.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "progress.h"
 #include "staging.h"
+#include "thread_annotations.h"
 
 namespace afmesh {
 
@@ -20,8 +19,12 @@ struct EngineContext {
     Staging &staging;
     Progress &progress;
     NodeCounters &counters;
-    /** Guards all engine state; never held while waiting or polling. */
-    std::mutex &mu;
+    /**
+     * Guards all engine state (AFMESH_GUARDED_BY(ctx_.mu) in the engines);
+     * never held while waiting or polling. The node's own lock (Node::mu_)
+     * under the engines' name.
+     */
+    Mutex &mu;
     int device_id = 0;
     /** Tensors up to this many bytes in all travel inside the REQUEST or RESPONSE (AFMESH_EAGER_BYTES). */
     uint64_t eager_bytes = 0;

@@ -56,12 +56,12 @@ Status MemoryRegistry::add_locked(void *ptr, uint64_t bytes, uint32_t kind, int 
 }
 
 Status MemoryRegistry::add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return add_locked(ptr, bytes, kind, device, false, out);
 }
 
 Status MemoryRegistry::remove(const Registration *registration) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto [first, last] = by_base_.equal_range(registration ? registration->base : 0);
     for (auto it = first; it != last; ++it) {
         if (it->second.get() != registration) continue;
@@ -73,7 +73,7 @@ Status MemoryRegistry::remove(const Registration *registration) {
 }
 
 Status MemoryRegistry::find_or_add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if ((*out = find_locked(reinterpret_cast<uintptr_t>(ptr), bytes, kind))) return Status::ok();
     AFMESH_LOG(AFMESH_LOG_INFO, "registering %p (%llu bytes) on the hot path; register buffers up front", ptr,
                static_cast<unsigned long long>(bytes));

@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "afmesh/hal/transport.h"
 #include "module_loader.h"
 #include "status.h"
+#include "thread_annotations.h"
 
 namespace afmesh {
 
@@ -53,13 +53,14 @@ public:
     Status find_or_add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out);
 
 private:
-    const Registration *find_locked(uintptr_t p, uint64_t n, uint32_t kind) const;
-    Status add_locked(void *ptr, uint64_t bytes, uint32_t kind, int device, bool cached, const Registration **out);
+    const Registration *find_locked(uintptr_t p, uint64_t n, uint32_t kind) const AFMESH_REQUIRES(mu_);
+    Status add_locked(void *ptr, uint64_t bytes, uint32_t kind, int device, bool cached, const Registration **out)
+        AFMESH_REQUIRES(mu_);
 
     const Module &transport_;
     const uint32_t staged_kinds_;
-    std::mutex mu_;
-    std::multimap<uintptr_t, std::unique_ptr<Registration>> by_base_;
+    Mutex mu_;
+    std::multimap<uintptr_t, std::unique_ptr<Registration>> by_base_ AFMESH_GUARDED_BY(mu_);
 };
 
 }  // namespace afmesh

@@ -151,7 +151,7 @@ Status Node::start() {
 Status Node::connect_data_plane(Clock::time_point deadline) {
     const Roster &roster = control_->roster();
     if (role_ == Role::kWorker) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         for (size_t s = 0; s < roster.servers.size(); ++s) {
             const RosterEntry &server = roster.servers[s];
             if (server.transport != transport_->name())
@@ -164,13 +164,15 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
                 AFMESH_HAL_OK)
                 return {Code::kPeerFailed, "cannot connect to server " + std::to_string(s) + ": " + take_module_error()};
             links_[conn].peer = static_cast<int32_t>(s);
+            assert_engines_locked();
             worker_->attach_server(static_cast<int32_t>(s), conn);
         }
     }
     // Wait for every server's handshake (worker) or every worker's (server).
     const int expected = static_cast<int>(roster.servers.size());
     auto settled = [this, expected] {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
+        assert_engines_locked();
         if (!connect_failure_) return true;
         return role_ == Role::kWorker ? connected_ == expected : server_->all_workers_attached();
     };
@@ -181,12 +183,12 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
         if (role_ == Role::kServer) accept_pending();
         (void)progress_->wait_until([] { return false; }, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return connect_failure_;
 }
 
 void Node::accept_pending() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     accept_pending_locked();
 }
 
@@ -208,7 +210,8 @@ void Node::accept_pending_locked() {
 }
 
 void Node::dispatch(const afmesh_net_event *events, int count) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
+    assert_engines_locked();
     for (int i = 0; i < count; ++i) {
         const afmesh_net_event &ev = events[i];
         if (ev.type == AFMESH_NET_EV_INCOMING) {
@@ -270,6 +273,7 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
 }
 
 void Node::on_message_locked(Link &link, const void *data, size_t len) {
+    assert_engines_locked();
     const auto type = wire::peek_type(data, len);
     if (type == wire::Type::kHeartbeat) return;  // it has done its job: link.heard
     if (type == wire::Type::kBye) {
@@ -285,6 +289,7 @@ void Node::on_message_locked(Link &link, const void *data, size_t len) {
 // Before its handshake completes, a connection may carry only the
 // handshake's next message; anything else, or a failed proof, drops it.
 void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const void *data, size_t len) {
+    assert_engines_locked();
     std::vector<uint8_t> reply;
     const auto type = wire::peek_type(data, len);
     Status s;
@@ -365,7 +370,7 @@ void Node::close_link_locked(afmesh_net_conn *conn) {
 // scheduler is still there to notice; connections that have not completed
 // their handshake by their deadline are dropped.
 void Node::tick(Clock::time_point now) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (afmesh_net_conn *conn : handshake_->take_expired(now))
         refuse_locked(conn, {Code::kTimeout, "no handshake within " + std::to_string(peer_timeout_.count()) + " ms"});
     std::vector<uint8_t> heartbeat;
@@ -420,6 +425,7 @@ Status Node::stats(int32_t peer, afmesh_stats *out) const {
 }
 
 void Node::fail_peer(int32_t rank, const Status &why) {
+    assert_engines_locked();
     if (worker_) worker_->fail_server(rank, why);
     if (server_) server_->fail_worker(rank, why);
 }
@@ -434,7 +440,7 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     }
     const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
     if (role != peers) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     fail_peer(rank, {Code::kPeerFailed, "declared dead by the scheduler: " + reason});
 }
 
@@ -473,6 +479,7 @@ Status Node::stop() {
 }
 
 bool Node::flush_engines_locked() {
+    assert_engines_locked();
     const bool worker_drained = !worker_ || worker_->flush();
     const bool server_drained = !server_ || server_->flush();
     return worker_drained && server_drained;
@@ -489,7 +496,7 @@ void Node::say_goodbye() {
     const auto deadline = Clock::now() + std::chrono::milliseconds(config_ms(config_, "AFMESH_PEER_TIMEOUT_MS"));
     for (;;) {
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             if (flush_engines_locked() || Clock::now() >= deadline) break;
         }
         // Retried after the transport has made progress; rarely more than once.
@@ -497,7 +504,7 @@ void Node::say_goodbye() {
                                     std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
     }
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         std::vector<uint8_t> bye;
         wire::encode_bye(bye);
         for (const auto &[conn, link] : links_)
@@ -517,7 +524,7 @@ void Node::farewell_done_locked(afmesh_net_conn *conn) {
 
 // Closes every data connection; operations on them fail with CLOSED.
 void Node::close_data_plane() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto &[conn, link] : links_) {
         transport_->net().close(transport_->ctx(), conn);
         if (link.trusted) fail_peer(link.peer, {Code::kClosed, "this node is stopping"});

@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,6 +22,7 @@
 #include "progress.h"
 #include "server.h"
 #include "staging.h"
+#include "thread_annotations.h"
 #include "ticker.h"
 #include "worker.h"
 
@@ -89,27 +89,36 @@ private:
     Node(const Config &config, Role role) : config_(config), role_(role) {}
     Status start();
     Status start_embedded_scheduler();
-    Status connect_data_plane(Clock::time_point deadline);
-    void accept_pending();
-    void accept_pending_locked();
-    void say_goodbye();
-    void farewell_done_locked(afmesh_net_conn *conn);
-    bool flush_engines_locked();
-    void close_data_plane();
-    void dispatch(const afmesh_net_event *events, int count);
-    void on_message_locked(Link &link, const void *data, size_t len);
-    void on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const void *data, size_t len);
+    Status connect_data_plane(Clock::time_point deadline) AFMESH_EXCLUDES(mu_);
+    void accept_pending() AFMESH_EXCLUDES(mu_);
+    void accept_pending_locked() AFMESH_REQUIRES(mu_);
+    void say_goodbye() AFMESH_EXCLUDES(mu_);
+    void farewell_done_locked(afmesh_net_conn *conn) AFMESH_REQUIRES(mu_);
+    bool flush_engines_locked() AFMESH_REQUIRES(mu_);
+    void close_data_plane() AFMESH_EXCLUDES(mu_);
+    void dispatch(const afmesh_net_event *events, int count) AFMESH_EXCLUDES(mu_);
+    void on_message_locked(Link &link, const void *data, size_t len) AFMESH_REQUIRES(mu_);
+    void on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const void *data, size_t len)
+        AFMESH_REQUIRES(mu_);
     Status send_handshake_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message,
-                                 const char *what);
+                                 const char *what) AFMESH_REQUIRES(mu_);
     /** Sends a message the node itself makes (handshake, heartbeat, BYE), counted with the link's peer. */
     int send_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message, uint32_t flags,
-                    uint64_t cookie);
+                    uint64_t cookie) AFMESH_REQUIRES(mu_);
     /** Drops a connection that failed its handshake or broke the protocol, failing its peer if it had one. */
-    void refuse_locked(afmesh_net_conn *conn, const Status &why);
-    void close_link_locked(afmesh_net_conn *conn);
-    void tick(Clock::time_point now);
-    void on_peer_down(Role role, int32_t rank, const std::string &reason);
-    void fail_peer(int32_t rank, const Status &why);
+    void refuse_locked(afmesh_net_conn *conn, const Status &why) AFMESH_REQUIRES(mu_);
+    void close_link_locked(afmesh_net_conn *conn) AFMESH_REQUIRES(mu_);
+    void tick(Clock::time_point now) AFMESH_EXCLUDES(mu_);
+    void on_peer_down(Role role, int32_t rank, const std::string &reason) AFMESH_EXCLUDES(mu_);
+    void fail_peer(int32_t rank, const Status &why) AFMESH_REQUIRES(mu_);
+    /**
+     * The engines guard their state with EngineContext::mu, which is mu_
+     * under another name (start() hands it over): the analysis cannot see
+     * through that reference, so this tells it that holding mu_ holds
+     * theirs. Called before a call into an engine that needs its lock.
+     */
+    void assert_engines_locked() const AFMESH_REQUIRES(mu_) AFMESH_ASSERT_CAPABILITY(worker_->mu())
+        AFMESH_ASSERT_CAPABILITY(server_->mu()) {}
 
     Config config_;
     const Role role_;
@@ -123,19 +132,21 @@ private:
     std::unique_ptr<Scheduler> embedded_scheduler_;
     std::unique_ptr<ControlClient> control_;
     std::unique_ptr<NodeCounters> counters_;  // made once the roster says how many peers there are
-    std::mutex mu_;  // the engines' state (EngineContext::mu), and everything below but ticker_
+    Mutex mu_;  // the engines' state (EngineContext::mu), and what is marked guarded by it below
+    // Made by start() before the threads that use them, destroyed after
+    // those have stopped; their state is the engines' (ctx.mu).
     std::unique_ptr<WorkerEngine> worker_;
     std::unique_ptr<ServerEngine> server_;
-    std::unique_ptr<Handshake> handshake_;
-    std::unordered_map<afmesh_net_conn *, Link> links_;  // every open data connection
-    int connected_ = 0;       // worker: servers whose handshake has completed
-    Status connect_failure_;  // worker: why a server could not be reached during start()
+    std::unique_ptr<Handshake> handshake_ AFMESH_PT_GUARDED_BY(mu_);  // made by start(), used under mu_
+    std::unordered_map<afmesh_net_conn *, Link> links_ AFMESH_GUARDED_BY(mu_);  // every open data connection
+    int connected_ AFMESH_GUARDED_BY(mu_) = 0;       // worker: servers whose handshake has completed
+    Status connect_failure_ AFMESH_GUARDED_BY(mu_);  // worker: why a server could not be reached during start()
     // Connections whose BYE has not left yet (say_goodbye); the count is read by waiters without the lock.
-    std::unordered_set<afmesh_net_conn *> farewells_;
+    std::unordered_set<afmesh_net_conn *> farewells_ AFMESH_GUARDED_BY(mu_);
     std::atomic<size_t> farewells_left_{0};
-    LogLimiter refusal_log_{std::chrono::seconds(1)};
+    LogLimiter refusal_log_ AFMESH_GUARDED_BY(mu_){std::chrono::seconds(1)};
     std::unique_ptr<Ticker> ticker_;  // last: stopped before anything it touches
-    bool stopped_ = false;
+    bool stopped_ = false;  // the caller's thread only (stop())
 };
 
 }  // namespace afmesh

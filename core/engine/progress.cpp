@@ -157,8 +157,8 @@ int Progress::poll_locked() {
 }
 
 int Progress::try_progress(bool *polled) {
-    std::unique_lock lock(poll_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return 0;
+    if (!poll_mu_.try_lock()) return 0;
+    MutexLock lock(&poll_mu_, std::adopt_lock);
     if (polled) *polled = true;
     return poll_locked();
 }
@@ -201,7 +201,7 @@ void Progress::notify_waiters() {
     // so either we see the waiter's increment, or its increment reads ours
     // and the waiter then sees the state our caller just made ready.
     if (sleepers_.fetch_add(0, std::memory_order_acq_rel) == 0) return;
-    std::lock_guard lock(wait_mu_);
+    MutexLock lock(&wait_mu_);
     wait_cv_.notify_all();
     counters_.wakeups.add();
 }
@@ -256,9 +256,9 @@ Status Progress::wait_until(const std::function<bool()> &ready, Clock::time_poin
     // before the wake: see stop_driving().
     sleepers_.fetch_add(1);
     wake_netrecv();
-    std::unique_lock lock(wait_mu_);
+    MutexLock lock(&wait_mu_);
     counters_.condvar_sleeps.add();
-    bool done = wait_cv_.wait_until(lock, deadline, ready);
+    bool done = lock.wait_until(wait_cv_, deadline, ready);
     sleepers_.fetch_sub(1);
     return done ? Status::ok() : Status(Code::kTimeout, "timed out");
 }
@@ -279,7 +279,7 @@ Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::ti
     for (;;) {
         Clock::time_point wake_by = deadline;
         {
-            std::lock_guard lock(poll_mu_);
+            MutexLock lock(&poll_mu_);
             if (int failed = poll_locked(); failed < 0)
                 return {Code::kError, "the transport failed (poll returned " + std::to_string(failed) + ")"};
             // Done without sleeping: leave the transport unarmed, or every
@@ -325,7 +325,7 @@ bool Progress::sleep_on_transport() {
     netrecv_sleep_.store(kOnTransport);
     {
         // arm() and poll() must not run concurrently; a waiter may be polling.
-        std::lock_guard lock(poll_mu_);
+        MutexLock lock(&poll_mu_);
         if (run_background() || ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {  // work pending: poll again first
             netrecv_sleep_.store(kAwake);
             return true;

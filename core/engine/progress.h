@@ -18,7 +18,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "counters.h"
 #include "module_loader.h"
 #include "status.h"
+#include "thread_annotations.h"
 
 namespace afmesh {
 
@@ -84,7 +84,7 @@ public:
     Status wait_until(const std::function<bool()> &ready, Clock::time_point deadline);
 
     /** Wakes sleeping waiters; call after making some ready() true. */
-    void notify_waiters();
+    void notify_waiters() AFMESH_EXCLUDES(wait_mu_);
 
     /** Wakes the NetRecv thread if it sleeps: there is background work for it. */
     void wake_netrecv();
@@ -98,7 +98,7 @@ public:
 
 private:
     /** Polls and dispatches unless another thread is polling; *polled says whether it did. */
-    int try_progress(bool *polled = nullptr);
+    int try_progress(bool *polled = nullptr) AFMESH_EXCLUDES(poll_mu_);
     /**
      * After a poll, whoever sleeps on the transport (NetRecv or a waiter)
      * looks again: the poll may have left completions in memory with the fd
@@ -111,18 +111,19 @@ private:
      * wait_until() for the one waiter that sleeps on the transport's fd,
      * polling and dispatching itself at each wake-up.
      */
-    Status wait_on_transport(const std::function<bool()> &ready, Clock::time_point deadline, int fd);
+    Status wait_on_transport(const std::function<bool()> &ready, Clock::time_point deadline, int fd)
+        AFMESH_EXCLUDES(poll_mu_);
     /** A waiter that drove progress leaves: NetRecv takes over now if others sleep on the condition variable. */
     void stop_driving();
     /** The NetRecv thread waits out the time a waiter spins or sleeps on the transport. */
     void park_netrecv();
     /** Polls and dispatches, with poll_mu_ held; returns what poll() did. */
-    int poll_locked();
+    int poll_locked() AFMESH_REQUIRES(poll_mu_);
     /** Runs the background work (with poll_mu_ held); true while some remains. */
-    bool run_background();
+    bool run_background() AFMESH_REQUIRES(poll_mu_);
     void run();
     /** Sleeps until the transport or another thread wakes it (true), or naps without a wait fd (false). */
-    bool sleep_on_transport();
+    bool sleep_on_transport() AFMESH_EXCLUDES(poll_mu_);
 
     const Module &transport_;
     ProgressCounters counters_;
@@ -134,13 +135,18 @@ private:
     // Clock ticks of the last poll that found completions (by any thread):
     // adaptive mode spins for adaptive_spin_ after it.
     std::atomic<Clock::rep> last_activity_{0};
-    std::mutex poll_mu_;
-    std::vector<afmesh_net_event> events_;
+    // Serialises progress: poll() and arm() on the transport, dispatch, and
+    // the background work (run_background() requires it).
+    Mutex poll_mu_;
+    std::vector<afmesh_net_event> events_ AFMESH_GUARDED_BY(poll_mu_);
     int wake_fd_ = -1;  // eventfd that interrupts the NetRecv thread's sleep
     std::atomic<bool> stopping_{false};
     std::thread thread_;
 
-    std::mutex wait_mu_;
+    // Guards no data (what sleepers wait for is atomic): held around the
+    // sleep and the notify, so a notify cannot fall between a sleeper's last
+    // look at ready() and its sleep.
+    Mutex wait_mu_;
     std::condition_variable wait_cv_;
     std::atomic<int> sleepers_{0};
     // Callers spinning in wait_until() drive progress themselves; the NetRecv

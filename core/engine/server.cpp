@@ -16,7 +16,8 @@ std::string worker_name(int32_t w) { return "worker " + std::to_string(w); }
 
 }  // namespace
 
-ServerEngine::ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers) : ctx_(ctx), rank_(rank) {
+ServerEngine::ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers)
+    : ctx_(ctx), rank_(rank), num_workers_(static_cast<size_t>(num_workers)) {
     for (int32_t i = 0; i < num_workers; ++i) workers_.push_back(std::make_unique<Worker>(ctx_.counters.peer(i)));
 }
 
@@ -82,7 +83,7 @@ Status ServerEngine::register_recv_buffer(void *ptr, uint64_t bytes, uint32_t ki
     const bool staged = ctx_.staging.needed(kind);
     if (staged)
         if (Status s = ctx_.staging.check_kind(kind, "receive buffer"); !s) return s;
-    std::lock_guard lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     for (size_t i = 0; i < count; ++i) {
         if (worker_ranks[i] < 0 || worker_ranks[i] >= static_cast<int32_t>(workers_.size()))
             return {Code::kInvalidArgument, worker_name(worker_ranks[i]) + " does not exist"};
@@ -346,8 +347,8 @@ bool ServerEngine::flush() {
 bool ServerEngine::batch_ready(afmesh_batch_mode mode) const {
     if (mode == AFMESH_BATCH_ANY)
         return workers_with_requests_.load() > 0 || unreported_failures_.load() > 0 ||
-               failed_workers_.load() == static_cast<int>(workers_.size());
-    return workers_with_requests_.load() == static_cast<int>(workers_.size()) || failed_workers_.load() > 0;
+               failed_workers_.load() == static_cast<int>(num_workers_);
+    return workers_with_requests_.load() == static_cast<int>(num_workers_) || failed_workers_.load() > 0;
 }
 
 Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_request **requests, size_t capacity,
@@ -355,9 +356,9 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
     if (!requests || !count) return {Code::kInvalidArgument, "null output"};
     if (mode != AFMESH_BATCH_ALL_WORKERS && mode != AFMESH_BATCH_ANY)
         return {Code::kInvalidArgument, "unknown batch mode " + std::to_string(mode)};
-    if (mode == AFMESH_BATCH_ALL_WORKERS && capacity < workers_.size())
+    if (mode == AFMESH_BATCH_ALL_WORKERS && capacity < num_workers_)
         return {Code::kInvalidArgument, "capacity " + std::to_string(capacity) + " cannot hold one request from each of " +
-                                            std::to_string(workers_.size()) + " workers"};
+                                            std::to_string(num_workers_) + " workers"};
     if (capacity == 0) return {Code::kInvalidArgument, "capacity 0"};
     *count = 0;
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -367,9 +368,9 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
                                                          : "not every worker sent a request within " +
                                                                std::to_string(timeout_ms) + " ms"};
     if (!waited) return waited;
-    std::unique_lock lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     const uint64_t now = monotonic_ns();
-    auto take = [&](Worker &worker) {
+    auto take = [&](Worker &worker) AFMESH_REQUIRES(ctx_.mu) {
         afmesh_request *r = worker.ready.front();
         worker.ready.pop_front();
         r->processed_ns = now;
@@ -419,7 +420,7 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
 }
 
 void ServerEngine::put_back(afmesh_request *const *requests, size_t count) {
-    std::lock_guard lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     // In reverse, so each worker's requests return to the front in their order.
     for (size_t i = count; i-- > 0;) {
         afmesh_request *r = requests[i];
@@ -482,7 +483,7 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
     std::vector<const Registration *> regs;
     Worker *worker = nullptr;
     {
-        std::lock_guard lock(ctx_.mu);
+        MutexLock lock(&ctx_.mu);
         if (Status s = check_response(request, tensors, count, buffers, &regs); !s) return s;
         // From here on this call owns the request: it is answered, one way or another.
         handed_out_.erase(request);
@@ -494,7 +495,7 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
     }
     const std::unique_ptr<afmesh_request> owned(request);
     uint64_t cookie = 0;  // of the last write posted
-    Status posted = post_response(*request, tensors, count, buffers, regs, &cookie);
+    Status posted = post_response(*request, *worker, tensors, count, buffers, regs, &cookie);
     if (cookie == 0) return posted;
     // Return only once the response buffers may be reused.
     auto done = [worker, cookie] { return worker->responses_completed.load() >= cookie || worker->failed.load(); };
@@ -502,8 +503,8 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
     return posted;
 }
 
-Status ServerEngine::post_response(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
-                                   const std::vector<Staging::Buffer> &buffers,
+Status ServerEngine::post_response(const afmesh_request &request, Worker &worker, const afmesh_tensor *tensors,
+                                   size_t count, const std::vector<Staging::Buffer> &buffers,
                                    const std::vector<const Registration *> &regs, uint64_t *cookie) {
     // What goes out, in order: a staged tensor in chunks, each copied to
     // pinned memory just before it is posted, so one chunk's copy overlaps
@@ -523,7 +524,6 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
     auto at = [](const void *base, uint64_t offset) {
         return offset ? static_cast<const uint8_t *>(base) + offset : base;
     };
-    Worker &worker = *workers_[request.worker];
     wire::Response response;
     response.slot = request.slot;
     response.generation = request.generation;
@@ -531,7 +531,7 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
     response.processed_ns = request.processed_ns;
     for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
     if (eager_answer(request, tensors, count, buffers)) {
-        std::lock_guard lock(ctx_.mu);
+        MutexLock lock(&ctx_.mu);
         if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
         response.eager = true;
         response.eager_data =
@@ -546,7 +546,7 @@ Status ServerEngine::post_response(const afmesh_request &request, const afmesh_t
         if (t < count && staged(t))
             copied = ctx_.staging.copy(static_cast<uint8_t *>(buffers[t].ptr) + offset,
                                        static_cast<const uint8_t *>(tensors[t].data) + offset, length(t, offset));
-        std::lock_guard lock(ctx_.mu);
+        MutexLock lock(&ctx_.mu);
         if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
         if (!copied) {
             // The worker's push-pull fails; it still gets its slices back.

@@ -62,24 +62,28 @@ public:
 
     int32_t rank() const { return rank_; }
 
+    // The user's calls: each takes ctx.mu itself.
     Status register_recv_buffer(void *ptr, uint64_t bytes, uint32_t kind, int device, const int32_t *worker_ranks,
-                                const uint64_t *keys, size_t count);
+                                const uint64_t *keys, size_t count) AFMESH_EXCLUDES(ctx_.mu);
     Status get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_request **requests, size_t capacity,
-                     size_t *count);
-    Status respond(afmesh_request *request, const afmesh_tensor *tensors, size_t count);
+                     size_t *count) AFMESH_EXCLUDES(ctx_.mu);
+    Status respond(afmesh_request *request, const afmesh_tensor *tensors, size_t count) AFMESH_EXCLUDES(ctx_.mu);
     Status respond_vec(const afmesh_tensor &buffer, const int64_t *counts, afmesh_request *const *requests,
-                       size_t num_requests);
+                       size_t num_requests) AFMESH_EXCLUDES(ctx_.mu);
+
+    /** ctx.mu, for the node to say that its lock is this one (Node::assert_engines_locked). */
+    Mutex &mu() const AFMESH_RETURN_CAPABILITY(ctx_.mu) { return ctx_.mu; }
 
     // Called by the node, with ctx.mu held.
     /** A worker's IDENT arrived on `conn`. */
-    Status attach_worker(const wire::Ident &ident, afmesh_net_conn *conn);
-    void on_message(int32_t worker, const void *data, size_t len);
-    void on_imm(int32_t worker, uint32_t imm);
-    void on_write_done(int32_t worker, uint64_t cookie);
-    void fail_worker(int32_t worker, const Status &why);
+    Status attach_worker(const wire::Ident &ident, afmesh_net_conn *conn) AFMESH_REQUIRES(ctx_.mu);
+    void on_message(int32_t worker, const void *data, size_t len) AFMESH_REQUIRES(ctx_.mu);
+    void on_imm(int32_t worker, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
+    void on_write_done(int32_t worker, uint64_t cookie) AFMESH_REQUIRES(ctx_.mu);
+    void fail_worker(int32_t worker, const Status &why) AFMESH_REQUIRES(ctx_.mu);
     /** Retries work held back by a full send queue; true when none is held back any more. */
-    bool flush();
-    bool all_workers_attached() const;
+    bool flush() AFMESH_REQUIRES(ctx_.mu);
+    bool all_workers_attached() const AFMESH_REQUIRES(ctx_.mu);
 
 private:
     struct Slice {
@@ -115,17 +119,17 @@ private:
         wire::MailboxAddress worker_mailbox;  // where RESPONSEs to them go
     };
 
-    void advertise(int32_t worker, uint64_t key, const Slice &slice);
-    void handle_alloc(int32_t worker, const wire::AllocReq &req);
+    void advertise(int32_t worker, uint64_t key, const Slice &slice) AFMESH_REQUIRES(ctx_.mu);
+    void handle_alloc(int32_t worker, const wire::AllocReq &req) AFMESH_REQUIRES(ctx_.mu);
     /** `entry`: of the mailbox the REQUEST came in, or -1 for a message. */
-    void handle_request(int32_t worker, wire::Request &&req, int32_t entry);
+    void handle_request(int32_t worker, wire::Request &&req, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
     /** A carrier immediate: the REQUEST it put into this server's mailbox. */
-    void on_carrier(int32_t worker, uint32_t imm);
-    void complete_if_ready(int32_t worker, uint16_t slot);
+    void on_carrier(int32_t worker, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
+    void complete_if_ready(int32_t worker, uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
     /** Stamps responded_ns and encodes the RESPONSE into scratch_. */
-    void encode_response(wire::Response &response);
+    void encode_response(wire::Response &response) AFMESH_REQUIRES(ctx_.mu);
     /** Stamps responded_ns and sends the RESPONSE. */
-    Status send_response(Worker &worker, wire::Response &response);
+    Status send_response(Worker &worker, wire::Response &response) AFMESH_REQUIRES(ctx_.mu);
     /** Counts a RESPONSE the transport took. */
     static void count_response(Worker &worker, const wire::Response &response);
     /** Whether a RESPONSE of `count` answers to `request` can ride on its last answer's write. */
@@ -136,42 +140,48 @@ private:
      * with `cookie`) into the worker's mailbox. Failing to, fails the worker.
      */
     Status conclude(const afmesh_request &request, Worker &worker, wire::Response &response,
-                    const afmesh_net_write_seg *last = nullptr, uint64_t cookie = 0);
+                    const afmesh_net_write_seg *last = nullptr, uint64_t cookie = 0) AFMESH_REQUIRES(ctx_.mu);
     /** Whether the answer travels inside the RESPONSE: the worker takes it so, and it is small host memory. */
     bool eager_answer(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
                       const std::vector<Staging::Buffer> &buffers) const;
     /** Answers a request the worker aborted: empty answers, no writes. */
-    void answer_aborted(int32_t worker, const wire::Request &request);
+    void answer_aborted(int32_t worker, const wire::Request &request) AFMESH_REQUIRES(ctx_.mu);
     /** Answers a request with no answer at all (failed: the worker's push-pull fails; the slices come back). */
-    void answer_empty(int32_t worker, const wire::Request &request);
+    void answer_empty(int32_t worker, const wire::Request &request) AFMESH_REQUIRES(ctx_.mu);
     /** Copies an eager push's bytes into its receive slice. */
-    Status place_eager(const Slice &slice, const uint8_t *bytes, uint64_t count);
-    void protocol_error(int32_t worker, const std::string &what);
+    Status place_eager(const Slice &slice, const uint8_t *bytes, uint64_t count) AFMESH_REQUIRES(ctx_.mu);
+    void protocol_error(int32_t worker, const std::string &what) AFMESH_REQUIRES(ctx_.mu);
     void free_slice(Slice &slice);
+    /** Reads only the atomics: a wait's predicate, without the lock. */
     bool batch_ready(afmesh_batch_mode mode) const;
     /** Pinned buffers for response tensors the transport cannot register; `buffers` stays empty when none is. */
-    Status acquire_staging(const afmesh_tensor *tensors, size_t count, std::vector<Staging::Buffer> *buffers);
+    Status acquire_staging(const afmesh_tensor *tensors, size_t count, std::vector<Staging::Buffer> *buffers)
+        AFMESH_EXCLUDES(ctx_.mu);
     /** Checks a response against its request and finds each tensor's registration (its pinned buffer's, if staged). */
     Status check_response(afmesh_request *request, const afmesh_tensor *tensors, size_t count,
-                          const std::vector<Staging::Buffer> &buffers, std::vector<const Registration *> *regs);
+                          const std::vector<Staging::Buffer> &buffers, std::vector<const Registration *> *regs)
+        AFMESH_REQUIRES(ctx_.mu);
     /**
      * Writes the answers into the worker's pull buffers, then sends the
      * RESPONSE; takes the lock itself, between the staging copies.
      * *cookie: of the last signalled write (0: none).
      */
-    Status post_response(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,
+    Status post_response(const afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count,
                          const std::vector<Staging::Buffer> &buffers, const std::vector<const Registration *> &regs,
-                         uint64_t *cookie);
-    void update_ready_counters();
+                         uint64_t *cookie) AFMESH_EXCLUDES(ctx_.mu);
+    void update_ready_counters() AFMESH_REQUIRES(ctx_.mu);
     /** Returns handed-out requests to the front of their workers' queues (get_batch could not finish). */
-    void put_back(afmesh_request *const *requests, size_t count);
+    void put_back(afmesh_request *const *requests, size_t count) AFMESH_EXCLUDES(ctx_.mu);
 
     EngineContext ctx_;
     const int32_t rank_;
-    std::vector<std::unique_ptr<Worker>> workers_;
-    std::unordered_set<afmesh_request *> handed_out_;  // by get_batch, not yet answered
-    std::vector<uint8_t> scratch_;
-    std::vector<uint8_t> eager_;  // an eager RESPONSE's answers, gathered; reused
+    const size_t num_workers_;  // workers_.size(), for the checks and waits without the lock
+    // respond() keeps the Worker it looked up under the lock: it reads its
+    // atomics without the lock, and post_response the rest under it again.
+    std::vector<std::unique_ptr<Worker>> workers_ AFMESH_GUARDED_BY(ctx_.mu);
+    std::unordered_set<afmesh_request *> handed_out_ AFMESH_GUARDED_BY(ctx_.mu);  // by get_batch, not yet answered
+    std::vector<uint8_t> scratch_ AFMESH_GUARDED_BY(ctx_.mu);
+    std::vector<uint8_t> eager_ AFMESH_GUARDED_BY(ctx_.mu);  // an eager RESPONSE's answers, gathered; reused
     // Read by waiters without the lock.
     std::atomic<int> workers_with_requests_{0};
     std::atomic<int> failed_workers_{0};

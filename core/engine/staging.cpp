@@ -29,7 +29,7 @@ Status Staging::check_kind(uint32_t kind, const std::string &what) const {
 Status Staging::acquire(uint64_t bytes, Buffer *out) {
     uint64_t capacity = kMinCapacity;
     while (capacity < bytes) capacity <<= 1;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = free_.find(capacity);
     if (it != free_.end()) {
         *out = it->second;
@@ -54,7 +54,7 @@ Status Staging::acquire(uint64_t bytes, Buffer *out) {
 
 void Staging::release(Buffer &b) {
     if (!b.ptr) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     free_.emplace(b.capacity, b);
     b = Buffer{};
 }
@@ -78,7 +78,7 @@ Status Staging::copy_async(void *dst, const void *src, uint64_t bytes, void *str
 Status Staging::record(void *stream, void **event) {
     *event = nullptr;
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         if (!events_.empty()) {
             *event = events_.back();
             events_.pop_back();
@@ -112,7 +112,7 @@ void Staging::release_event(void *event, bool wait) {
     // Work behind the event may still write into pooled staging buffers.
     if (wait && dev().event_sync(device_.ctx(), event) != AFMESH_HAL_OK)
         AFMESH_LOG(AFMESH_LOG_WARN, "waiting for a device event failed: %s", take_module_error().c_str());
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     events_.push_back(event);
 }
 

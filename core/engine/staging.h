@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "status.h"
+#include "thread_annotations.h"
 #include "wire.h"
 
 namespace afmesh {
@@ -109,10 +109,10 @@ private:
     const int device_id_;
     const uint64_t chunk_bytes_;
     mutable Tally copies_, copied_bytes_;  // counted by the const copy calls
-    std::mutex mu_;  // the pools; never held across a device call that waits
-    std::multimap<uint64_t, Buffer> free_;
-    std::vector<Buffer> all_;
-    std::vector<void *> events_;
+    Mutex mu_;  // the pools; never held across a device call that waits
+    std::multimap<uint64_t, Buffer> free_ AFMESH_GUARDED_BY(mu_);
+    std::vector<Buffer> all_ AFMESH_GUARDED_BY(mu_);
+    std::vector<void *> events_ AFMESH_GUARDED_BY(mu_);
 };
 
 }  // namespace afmesh

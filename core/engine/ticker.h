@@ -8,10 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "progress.h"
+#include "thread_annotations.h"
 
 namespace afmesh {
 
@@ -25,7 +25,7 @@ public:
     /** Returns once the callback has run for the last time. */
     ~Ticker() {
         {
-            std::lock_guard lock(mu_);
+            MutexLock lock(&mu_);
             stopping_ = true;
         }
         cv_.notify_all();
@@ -36,9 +36,9 @@ public:
 
 private:
     void run() {
-        std::unique_lock lock(mu_);
+        MutexLock lock(&mu_);
         for (auto next = Clock::now() + interval_;; next += interval_) {
-            if (cv_.wait_until(lock, next, [this] { return stopping_; })) return;
+            if (lock.wait_until(cv_, next, [this]() AFMESH_REQUIRES(mu_) { return stopping_; })) return;
             lock.unlock();
             tick_(Clock::now());
             lock.lock();
@@ -49,9 +49,9 @@ private:
 
     const std::chrono::milliseconds interval_;
     const Tick tick_;
-    std::mutex mu_;
+    Mutex mu_;
     std::condition_variable cv_;
-    bool stopping_ = false;
+    bool stopping_ AFMESH_GUARDED_BY(mu_) = false;
     std::thread thread_;
 };
 

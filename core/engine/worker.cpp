@@ -42,7 +42,8 @@ wire::TensorMeta meta_of(uint64_t key, const afmesh_tensor &t) {
 }  // namespace
 
 WorkerEngine::WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers)
-    : ctx_(ctx), rank_(rank), servers_(num_servers), ops_(kMaxOpsInFlight), flags_(kMaxOpsInFlight, nullptr) {
+    : ctx_(ctx), rank_(rank), num_servers_(num_servers), servers_(num_servers), ops_(kMaxOpsInFlight),
+      flags_(kMaxOpsInFlight, nullptr) {
     for (size_t i = 0; i < kMaxOpsInFlight; ++i) free_slots_.push_back(static_cast<uint16_t>(i));
 }
 
@@ -69,7 +70,7 @@ wire::MailboxAddress WorkerEngine::mailbox_for(int32_t server_rank) const {
 
 Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
                               size_t num_pull) const {
-    const int32_t n = static_cast<int32_t>(servers_.size());
+    const int32_t n = num_servers_;
     if ((num_push && !push) || (num_pull && !pull)) return {Code::kInvalidArgument, "null push or pull array"};
     if (num_push + num_pull == 0) return {Code::kInvalidArgument, "a push-pull needs at least one push or pull"};
     for (size_t i = 0; i < num_push; ++i) {
@@ -236,7 +237,7 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
     if (Status s = stage(push, num_push, pull, num_pull, stream, &staged, &gates); !s) return s;
     Status refused;
     {
-        std::lock_guard lock(ctx_.mu);
+        MutexLock lock(&ctx_.mu);
         if (free_slots_.empty()) {
             refused = {Code::kNoMemory,
                        "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) + "); wait for some first"};
@@ -300,8 +301,8 @@ void WorkerEngine::open_gate(Op &op, Gate &gate, bool first) {
 
 bool WorkerEngine::open_gates() {
     if (num_gated_.load() == 0) return false;
-    std::lock_guard lock(ctx_.mu);
-    std::erase_if(gated_, [&](const Parked &g) {
+    MutexLock lock(&ctx_.mu);
+    std::erase_if(gated_, [&](const Parked &g) AFMESH_REQUIRES(ctx_.mu) {
         Op &op = ops_[g.slot];
         // Settled or failed without it (a server failed): wait() gives the gates back.
         if (!op.in_use || op.sequence != g.sequence || op.state.load() != kPending || !op.error.is_ok()) return true;
@@ -660,7 +661,7 @@ void WorkerEngine::release_stream(uint16_t slot) {
 Status WorkerEngine::stream_wait(afmesh_handle handle, void *stream) {
     if (!stream)
         return {Code::kInvalidArgument, "afmesh_stream_wait needs a stream (the device module's stream handle)"};
-    std::lock_guard lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     Op *op = nullptr;
     if (Status s = find_op(handle, &op); !s) return s;
     const afmesh_device_ops &dev = ctx_.device.device();
@@ -761,7 +762,7 @@ Status WorkerEngine::find_op(afmesh_handle handle, Op **op, bool retired_ok) {
 Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     Op *op = nullptr;
     {
-        std::lock_guard lock(ctx_.mu);
+        MutexLock lock(&ctx_.mu);
         if (Status s = find_op(handle, &op); !s) return s;
     }
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -775,7 +776,7 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     // ran, waiting out the copies that still write its staging buffers.
     Status delivered = op->state.load() == kDone ? deliver(*op) : Status::ok();
     release_gates(op->gates, true);
-    std::lock_guard lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     Status result = op->state.load() == kDone ? delivered : op->error;
     // The op has settled: no server will write into its buffers any more.
     release_staging(*op);
@@ -789,7 +790,7 @@ Status WorkerEngine::test(afmesh_handle handle) {
     ctx_.progress.poll_once();
     Op *op = nullptr;
     {
-        std::lock_guard lock(ctx_.mu);
+        MutexLock lock(&ctx_.mu);
         if (Status s = find_op(handle, &op); !s) return s;
         switch (op->state.load()) {
         case kDone: break;
@@ -801,7 +802,7 @@ Status WorkerEngine::test(afmesh_handle handle) {
 }
 
 Status WorkerEngine::pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes) {
-    std::lock_guard lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     Op *op = nullptr;
     if (Status s = find_op(handle, &op, true); !s) return s;
     if (op->state.load() != kDone) return {Code::kInvalidArgument, "the push-pull has not completed"};
@@ -812,7 +813,7 @@ Status WorkerEngine::pull_bytes(afmesh_handle handle, size_t index, uint64_t *by
 }
 
 Status WorkerEngine::trace(afmesh_handle handle, afmesh_trace *traces, size_t capacity, size_t *count) {
-    std::lock_guard lock(ctx_.mu);
+    MutexLock lock(&ctx_.mu);
     Op *op = nullptr;
     if (Status s = find_op(handle, &op, true); !s) return s;
     if (!count || (capacity && !traces)) return {Code::kInvalidArgument, "null trace output"};

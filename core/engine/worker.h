@@ -59,32 +59,36 @@ public:
 
     int32_t rank() const { return rank_; }
 
+    // The user's calls: each takes ctx.mu itself.
     /** `stream`: the device stream the pushed device tensors are produced on (null: none to wait for). */
     Status push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                     void *stream, afmesh_handle *handle);
+                     void *stream, afmesh_handle *handle) AFMESH_EXCLUDES(ctx_.mu);
     /** Makes `stream` wait until the push-pull has ended, with the device module's flags. */
-    Status stream_wait(afmesh_handle handle, void *stream);
-    Status wait(afmesh_handle handle, int timeout_ms);
-    Status test(afmesh_handle handle);
-    Status pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes);
-    Status trace(afmesh_handle handle, afmesh_trace *traces, size_t capacity, size_t *count);
+    Status stream_wait(afmesh_handle handle, void *stream) AFMESH_EXCLUDES(ctx_.mu);
+    Status wait(afmesh_handle handle, int timeout_ms) AFMESH_EXCLUDES(ctx_.mu);
+    Status test(afmesh_handle handle) AFMESH_EXCLUDES(ctx_.mu);
+    Status pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes) AFMESH_EXCLUDES(ctx_.mu);
+    Status trace(afmesh_handle handle, afmesh_trace *traces, size_t capacity, size_t *count) AFMESH_EXCLUDES(ctx_.mu);
+
+    /** ctx.mu, for the node to say that its lock is this one (Node::assert_engines_locked). */
+    Mutex &mu() const AFMESH_RETURN_CAPABILITY(ctx_.mu) { return ctx_.mu; }
 
     // Called by the node, with ctx.mu held.
-    void attach_server(int32_t server, afmesh_net_conn *conn);
+    void attach_server(int32_t server, afmesh_net_conn *conn) AFMESH_REQUIRES(ctx_.mu);
     /** This worker's mailbox for `server`'s RESPONSEs, for the IDENT (entries 0: none). */
-    wire::MailboxAddress mailbox_for(int32_t server) const;
-    void on_message(int32_t server, const void *data, size_t len);
-    void on_imm(int32_t server, uint32_t imm);
-    void fail_server(int32_t server, const Status &why);
+    wire::MailboxAddress mailbox_for(int32_t server) const AFMESH_REQUIRES(ctx_.mu);
+    void on_message(int32_t server, const void *data, size_t len) AFMESH_REQUIRES(ctx_.mu);
+    void on_imm(int32_t server, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
+    void fail_server(int32_t server, const Status &why) AFMESH_REQUIRES(ctx_.mu);
     /** Retries work held back by a full send queue; true when none is held back any more. */
-    bool flush();
+    bool flush() AFMESH_REQUIRES(ctx_.mu);
 
     /**
      * Posts the parts of ops whose stream work has finished; fails ops whose
      * stream failed. Called by the progress thread after each poll, without
      * ctx.mu; true while some op still waits for its stream.
      */
-    bool open_gates();
+    bool open_gates() AFMESH_EXCLUDES(ctx_.mu);
 
 private:
     struct PushSpec {
@@ -174,6 +178,8 @@ private:
         MailboxEntries entries;               // free in both
     };
 
+    // Without ctx.mu: validate(), and the device work that may block: stage(),
+    // stage_in_chunks(), release_gates(); deliver() either way. The rest with it.
     Status validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull) const;
     /**
      * Stages the device tensors the transport cannot register: (*staged)[i]
@@ -184,77 +190,81 @@ private:
      * Called without the lock.
      */
     Status stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull, void *stream,
-                 std::vector<Staging::Buffer> *staged, std::vector<Gate> *gates);
+                 std::vector<Staging::Buffer> *staged, std::vector<Gate> *gates) AFMESH_EXCLUDES(ctx_.mu);
     /** Queues the copy of a push into its staging buffer on `stream`, one gate per chunk. */
     Status stage_in_chunks(uint32_t push, const afmesh_tensor &tensor, const Staging::Buffer &buffer, void *stream,
                            std::vector<Gate> *gates);
     /** Gives back events of gates that have not opened; `wait`: first waits for their stream work. */
-    void release_gates(std::vector<Gate> &gates, bool wait);
+    void release_gates(std::vector<Gate> &gates, bool wait) AFMESH_EXCLUDES(ctx_.mu);
     /** Makes the op in `slot` (built) live under a new handle and posts what it can; with ctx.mu. */
-    void issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle);
+    void issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle) AFMESH_REQUIRES(ctx_.mu);
     /** Gives back an opened gate's event and lets its push be sent further; `first`: the op's first gate. */
-    void open_gate(Op &op, Gate &gate, bool first);
+    void open_gate(Op &op, Gate &gate, bool first) AFMESH_REQUIRES(ctx_.mu);
     /** Copies staged pulls to the device, once. */
     Status deliver(Op &op);
-    void release_staging(Op &op);
+    void release_staging(Op &op) AFMESH_REQUIRES(ctx_.mu);
     /** Lets a stream that stream_wait()ed for the settled op in `slot` proceed. */
-    void release_stream(uint16_t slot);
+    void release_stream(uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
     /** The op of a handle not yet waited (or, with `retired_ok`, waited but not yet reused). */
-    Status find_op(afmesh_handle handle, Op **op, bool retired_ok = false);
+    Status find_op(afmesh_handle handle, Op **op, bool retired_ok = false) AFMESH_REQUIRES(ctx_.mu);
     Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                    const std::vector<Staging::Buffer> &staged);
+                    const std::vector<Staging::Buffer> &staged) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Claims the part's slices and posts what is ready; false when it must
      * wait for a slice (credit or rendezvous).
      */
-    bool advance(uint16_t slot, Part &part);
+    bool advance(uint16_t slot, Part &part) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Posts what the stream has produced of a claimed part's pushes, then
      * its REQUEST once every byte is posted, or at once (aborted) when the op failed.
      */
-    void post_ready(uint16_t slot, Part &part);
+    void post_ready(uint16_t slot, Part &part) AFMESH_REQUIRES(ctx_.mu);
     /** Whether the part's pushes may travel inside its REQUEST: few bytes of host memory, all ready. */
-    bool eager_pushes(const Op &op, const Part &part) const;
+    bool eager_pushes(const Op &op, const Part &part) const AFMESH_REQUIRES(ctx_.mu);
     /** Whether every pull buffer of the part is host memory (staged ones are), so answers may come eagerly. */
-    bool host_pulls(const Op &op, const Part &part) const;
+    bool host_pulls(const Op &op, const Part &part) const AFMESH_REQUIRES(ctx_.mu);
     /** Encodes the part's REQUEST into scratch_. */
-    void encode_request(uint16_t slot, const Part &part);
+    void encode_request(uint16_t slot, const Part &part) AFMESH_REQUIRES(ctx_.mu);
     /** Copies an eager RESPONSE's answers into the part's pull buffers. */
-    void take_eager_answers(Op &op, const Part &part, const wire::Response &response);
+    void take_eager_answers(Op &op, const Part &part, const wire::Response &response) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Sends the part's REQUEST: with `last`, the last push's last piece (not
      * yet posted; null when there is none), into the server's mailbox where
      * an entry is free, else as a message after that piece.
      */
-    void send_request(uint16_t slot, Part &part, const afmesh_net_write_seg *last);
+    void send_request(uint16_t slot, Part &part, const afmesh_net_write_seg *last) AFMESH_REQUIRES(ctx_.mu);
     /** A RESPONSE, sent (entry -1) or written into mailbox entry `entry` by a carrier. */
-    void on_response(int32_t server, const wire::Response &response, int32_t entry);
+    void on_response(int32_t server, const wire::Response &response, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
     /** A carrier immediate: the RESPONSE it put into this worker's mailbox. */
-    void on_carrier(int32_t server, uint32_t imm);
+    void on_carrier(int32_t server, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
     /** True when every slice the part needs is advertised, large enough and free. */
-    bool slices_ready(uint16_t slot, const Part &part);
-    void advance_parked(int32_t server);
-    void complete_part_if_done(uint16_t slot, Part &part);
-    void fail_op(uint16_t slot, const Status &why);
+    bool slices_ready(uint16_t slot, const Part &part) AFMESH_REQUIRES(ctx_.mu);
+    void advance_parked(int32_t server) AFMESH_REQUIRES(ctx_.mu);
+    void complete_part_if_done(uint16_t slot, Part &part) AFMESH_REQUIRES(ctx_.mu);
+    void fail_op(uint16_t slot, const Status &why) AFMESH_REQUIRES(ctx_.mu);
     /** Ends the op (done or failed) once every part is answered, failed or will never be posted. */
-    void finish_if_settled(uint16_t slot);
-    void protocol_error(int32_t server, const std::string &what);
+    void finish_if_settled(uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
+    void protocol_error(int32_t server, const std::string &what) AFMESH_REQUIRES(ctx_.mu);
     /** Counts an accepted RESPONSE (entry: its mailbox entry, -1 for a message). */
-    void count_response(int32_t server, const wire::Response &response, int32_t entry);
+    void count_response(int32_t server, const wire::Response &response, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
     /** Counts how a settling op ended, and each of its parts. */
-    void count_outcome(const Op &op);
+    void count_outcome(const Op &op) AFMESH_REQUIRES(ctx_.mu);
 
     EngineContext ctx_;
     const int32_t rank_;
-    std::vector<Server> servers_;
-    std::vector<Op> ops_;
-    std::deque<uint16_t> free_slots_;  // FIFO, so retired results stay readable for a while
-    uint32_t next_sequence_ = 1;
-    std::vector<uint8_t> scratch_;  // message encoding buffer, reused
-    std::vector<uint8_t> eager_;    // an eager REQUEST's pushes, gathered; reused
-    wire::Request request_;         // REQUEST being encoded, reused so its vectors keep their capacity
-    std::vector<void *> flags_;     // per slot, made by the first stream_wait on it
-    std::vector<Parked> gated_;      // ops (slot, sequence) whose gate open_gates() watches
+    const int32_t num_servers_;  // servers_.size(), for validate() without the lock
+    std::vector<Server> servers_ AFMESH_GUARDED_BY(ctx_.mu);
+    // An op reached through a handle's slot (find_op) is read without the
+    // lock once settled: the thread that waits for it owns it then.
+    std::vector<Op> ops_ AFMESH_GUARDED_BY(ctx_.mu);
+    std::deque<uint16_t> free_slots_ AFMESH_GUARDED_BY(ctx_.mu);  // FIFO, so retired results stay readable for a while
+    uint32_t next_sequence_ AFMESH_GUARDED_BY(ctx_.mu) = 1;
+    std::vector<uint8_t> scratch_ AFMESH_GUARDED_BY(ctx_.mu);  // message encoding buffer, reused
+    std::vector<uint8_t> eager_ AFMESH_GUARDED_BY(ctx_.mu);    // an eager REQUEST's pushes, gathered; reused
+    // REQUEST being encoded, reused so its vectors keep their capacity.
+    wire::Request request_ AFMESH_GUARDED_BY(ctx_.mu);
+    std::vector<void *> flags_ AFMESH_GUARDED_BY(ctx_.mu);  // per slot, made by the first stream_wait on it
+    std::vector<Parked> gated_ AFMESH_GUARDED_BY(ctx_.mu);  // ops (slot, sequence) whose gate open_gates() watches
     std::atomic<size_t> num_gated_{0};  // gated_.size(), read without the lock
 };
 

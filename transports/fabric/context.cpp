@@ -97,7 +97,10 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     // Opened here, not at the first connect: an rxm endpoint clears ~90 MB
     // of bounce buffers (more than a second under a sanitizer), which must
     // not eat into a handshake's timeout or a first push.
-    if (fabric_.shared_endpoint && (rc = add_endpoint(&shared_, why)) != AFMESH_HAL_OK) return rc;
+    if (fabric_.shared_endpoint) {
+        MutexLock lock(&mu_);  // uncontended (no other thread has the context yet), but endpoints_ is mu_'s
+        if ((rc = add_endpoint(&shared_, why)) != AFMESH_HAL_OK) return rc;
+    }
 
     caps->flags = fabric_.wait_fd ? AFMESH_NET_CAP_WAIT_FD : 0;  // RDM: no ordering promised between operations
     caps->imm_bytes = sizeof(uint32_t);  // never more, whatever cq_data_size says
@@ -202,7 +205,7 @@ int Context::endpoint_for_connection(Endpoint **out, Reason *why) {
 
 int Context::listen(void *addr, size_t *addr_len) {
     if (!addr || !addr_len) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: null address buffer");
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (listener_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
     if (*addr_len < kMaxAddressBlob)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs up to %zu bytes, the buffer has %zu",
@@ -285,7 +288,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
     std::vector<uint8_t> raw;
     if (!decode_address(addr, addr_len, fabric_.info->addr_format, &raw, &why))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "connect: %s", why.text);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     fi_addr_t target;
     if (int rc = insert_address(raw, &target, &why); rc != AFMESH_HAL_OK)
         return host_error(rc, "connect: %s", why.text);
@@ -303,7 +306,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
 
 int Context::accept(afmesh_net_conn **out) {
     if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!listener_) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
     if (incoming_.empty()) return AFMESH_HAL_AGAIN;
     Connection *conn = incoming_.front();
@@ -317,7 +320,7 @@ int Context::accept(afmesh_net_conn **out) {
 
 int Context::close(afmesh_net_conn *handle) {
     Connection *conn = Connection::from(handle);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = handle ? connections_.find(conn->id) : connections_.end();
     if (it == connections_.end() || it->second != conn)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
@@ -328,7 +331,7 @@ int Context::close(afmesh_net_conn *handle) {
     conn->endpoint->drop_backlog_of(conn);
     purge_events_of(conn);
     {
-        std::lock_guard lists(lists_mu_);
+        MutexLock lists(&lists_mu_);
         std::erase_if(poster_failures_, [&](const auto &f) { return f.first == conn; });
     }
     if (before != Connection::State::kFailed) {
@@ -471,7 +474,7 @@ int Context::submit(Connection *conn, Outgoing &&op, const char *what) {
 
 void Context::queue_failure(Connection *conn, int status, const Reason &why) {
     {
-        std::lock_guard lock(lists_mu_);
+        MutexLock lock(&lists_mu_);
         Failure failure;
         failure.status = status;
         failure.reason = why;
@@ -502,7 +505,7 @@ int Context::describe(char *buf, size_t len) {
     const fi_info *info = fabric_.info;
     size_t endpoints;
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         endpoints = endpoints_.size();
     }
     const char *requested = host_config("AFMESH_FABRIC_PROVIDER");

@@ -40,7 +40,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +50,7 @@
 #include "hmem.h"
 #include "provider.h"
 #include "registration.h"
+#include "thread_annotations.h"
 #include "wire.h"
 
 namespace afmesh::fabric {
@@ -105,45 +105,47 @@ private:
                    uint32_t imm, uint32_t flags, uint64_t cookie, const char *what);
 
     // --- with mu_ held ---
-    int add_endpoint(Endpoint **out, Reason *why);
+    int add_endpoint(Endpoint **out, Reason *why) AFMESH_REQUIRES(mu_);
     /** The endpoint a new connection uses: the shared one (serving one more), or its own. */
-    int endpoint_for_connection(Endpoint **out, Reason *why);
-    void remove_endpoint(Endpoint *endpoint);
-    void free_closed();
-    void release_held(Connection *conn);
-    int insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why);
+    int endpoint_for_connection(Endpoint **out, Reason *why) AFMESH_REQUIRES(mu_);
+    void remove_endpoint(Endpoint *endpoint) AFMESH_REQUIRES(mu_);
+    void free_closed() AFMESH_REQUIRES(mu_);
+    void release_held(Connection *conn) AFMESH_REQUIRES(mu_);
+    int insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Reason *why) AFMESH_REQUIRES(mu_);
     /** The AV entry for the endpoint a peer's address blob (HELLO, ACCEPT) names; false, saying why, when unusable. */
-    bool insert_peer(const uint8_t *blob, size_t len, fi_addr_t *out, Reason *why);
-    Connection *new_connection(fi_addr_t peer, Reason *why);
+    bool insert_peer(const uint8_t *blob, size_t len, fi_addr_t *out, Reason *why) AFMESH_REQUIRES(mu_);
+    Connection *new_connection(fi_addr_t peer, Reason *why) AFMESH_REQUIRES(mu_);
     /** HELLO, ACCEPT or BYE to `conn`'s peer, under the connection's ids. */
-    int send_control(Connection *conn, MessageType type, const std::vector<uint8_t> &payload, Reason *why);
-    void fail(Connection *conn, int status, const char *reason);
-    void purge_events_of(const Connection *conn);
-    void push_event(uint32_t type, Connection *conn, uint64_t cookie = 0, uint32_t imm = 0);
-    void establish(Connection *conn, uint32_t remote_id, fi_addr_t peer);
-    void hold(Connection *conn, HeldEvent &&event);
+    int send_control(Connection *conn, MessageType type, const std::vector<uint8_t> &payload, Reason *why)
+        AFMESH_REQUIRES(mu_);
+    void fail(Connection *conn, int status, const char *reason) AFMESH_REQUIRES(mu_);
+    void purge_events_of(const Connection *conn) AFMESH_REQUIRES(mu_);
+    void push_event(uint32_t type, Connection *conn, uint64_t cookie = 0, uint32_t imm = 0) AFMESH_REQUIRES(mu_);
+    void establish(Connection *conn, uint32_t remote_id, fi_addr_t peer) AFMESH_REQUIRES(mu_);
+    void hold(Connection *conn, HeldEvent &&event) AFMESH_REQUIRES(mu_);
 
-    void progress(Endpoint *endpoint);
-    void on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry);
-    void on_error(Endpoint *endpoint);
-    void on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure);
-    void on_remote_write(Endpoint *endpoint, uint64_t data);
+    // poll()'s work, with mu_ held too.
+    void progress(Endpoint *endpoint) AFMESH_REQUIRES(mu_);
+    void on_completion(Endpoint *endpoint, const fi_cq_data_entry &entry) AFMESH_REQUIRES(mu_);
+    void on_error(Endpoint *endpoint) AFMESH_REQUIRES(mu_);
+    void on_transmit(Endpoint *endpoint, TxOp *op, const Failure *failure) AFMESH_REQUIRES(mu_);
+    void on_remote_write(Endpoint *endpoint, uint64_t data) AFMESH_REQUIRES(mu_);
     /** EV_IMM for `conn` now, or once the caller may see the connection. */
-    void deliver_imm(Connection *conn, uint32_t imm);
-    bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len);
+    void deliver_imm(Connection *conn, uint32_t imm) AFMESH_REQUIRES(mu_);
+    bool on_message(Endpoint *endpoint, RecvSlot *slot, size_t len) AFMESH_REQUIRES(mu_);
     /** The connection a message received at `endpoint` is for; null when stale or not ours. */
-    Connection *addressee(Endpoint *endpoint, const Header &header);
-    void on_hello(const Header &header, const uint8_t *payload, size_t len);
+    Connection *addressee(Endpoint *endpoint, const Header &header) AFMESH_REQUIRES(mu_);
+    void on_hello(const Header &header, const uint8_t *payload, size_t len) AFMESH_REQUIRES(mu_);
     /** Answers a HELLO of another wire version with REJECT, so its connect fails at once, saying why. */
-    void reject(const Header &hello, const uint8_t *payload, size_t len);
-    void on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len);
-    void expire_handshakes();
-    void take_poster_failures();
+    void reject(const Header &hello, const uint8_t *payload, size_t len) AFMESH_REQUIRES(mu_);
+    void on_accept(Connection *conn, const Header &header, const uint8_t *payload, size_t len) AFMESH_REQUIRES(mu_);
+    void expire_handshakes() AFMESH_REQUIRES(mu_);
+    void take_poster_failures() AFMESH_REQUIRES(mu_);
 
     // Posting threads.
     int submit(Connection *conn, Outgoing &&op, const char *what);
     // A failed connection for poll() to report.
-    void queue_failure(Connection *conn, int status, const Reason &why);
+    void queue_failure(Connection *conn, int status, const Reason &why) AFMESH_EXCLUDES(lists_mu_);
     void wake();
 
     Fabric fabric_;
@@ -153,25 +155,26 @@ private:
     uint64_t handshake_ns_ = 0;
     int epoll_fd_ = -1, wake_fd_ = -1, timer_fd_ = -1;
 
-    std::mutex mu_;
-    // --- guarded by mu_ ---
-    std::vector<std::unique_ptr<Endpoint>> endpoints_;  // the shared one, or the listener and one per connection
-    Endpoint *shared_ = nullptr;    // when shared: opened with the context
-    Endpoint *listener_ = nullptr;  // receives HELLOs; set by listen()
-    uint32_t next_id_ = 1;
-    std::unordered_map<uint32_t, Connection *> connections_;  // live (not closed) connections by id
-    std::map<std::vector<uint8_t>, fi_addr_t> addresses_;      // raw address -> AV entry
-    std::deque<Connection *> incoming_;
-    bool incoming_announced_ = false;
-    std::vector<Connection *> connecting_;
-    std::deque<Pending> pending_;
-    std::vector<Pending> delivered_;  // reported by the last poll(): data valid until the next
-    std::vector<Connection *> closed_;
-    std::vector<std::pair<Connection *, Failure>> scratch_failures_;
+    Mutex mu_;
+    // The shared one, or the listener and one per connection.
+    std::vector<std::unique_ptr<Endpoint>> endpoints_ AFMESH_GUARDED_BY(mu_);
+    Endpoint *shared_ AFMESH_GUARDED_BY(mu_) = nullptr;    // when shared: opened with the context
+    Endpoint *listener_ AFMESH_GUARDED_BY(mu_) = nullptr;  // receives HELLOs; set by listen()
+    uint32_t next_id_ AFMESH_GUARDED_BY(mu_) = 1;
+    // Live (not closed) connections by id.
+    std::unordered_map<uint32_t, Connection *> connections_ AFMESH_GUARDED_BY(mu_);
+    std::map<std::vector<uint8_t>, fi_addr_t> addresses_ AFMESH_GUARDED_BY(mu_);  // raw address -> AV entry
+    std::deque<Connection *> incoming_ AFMESH_GUARDED_BY(mu_);
+    bool incoming_announced_ AFMESH_GUARDED_BY(mu_) = false;
+    std::vector<Connection *> connecting_ AFMESH_GUARDED_BY(mu_);
+    std::deque<Pending> pending_ AFMESH_GUARDED_BY(mu_);
+    // Reported by the last poll(): data valid until the next.
+    std::vector<Pending> delivered_ AFMESH_GUARDED_BY(mu_);
+    std::vector<Connection *> closed_ AFMESH_GUARDED_BY(mu_);
+    std::vector<std::pair<Connection *, Failure>> scratch_failures_ AFMESH_GUARDED_BY(mu_);
 
-    std::mutex lists_mu_;
-    // --- guarded by lists_mu_ ---
-    std::vector<std::pair<Connection *, Failure>> poster_failures_;
+    Mutex lists_mu_;
+    std::vector<std::pair<Connection *, Failure>> poster_failures_ AFMESH_GUARDED_BY(lists_mu_);
 
     // Set by arm() before the caller sleeps; posting threads that hand poll() work then ring wake_fd_.
     std::atomic<bool> sleeping_{false};

@@ -95,11 +95,15 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
         status != AFMESH_HAL_OK)
         return status;
     e->bounce_desc_ = fi_mr_desc(e->bounce_mr_);
-    for (size_t i = 0; i < kBounceSlots; ++i) e->free_bounces_.push_back(static_cast<int>(i));
-    e->ops_.resize(fabric.tx_depth);
-    for (TxOp &op : e->ops_) {
-        op.next_free = e->free_ops_;
-        e->free_ops_ = &op;
+    {
+        // Uncontended (no other thread has the endpoint yet), but the pools are tx_mu_'s.
+        MutexLock lock(&e->tx_mu_);
+        for (size_t i = 0; i < kBounceSlots; ++i) e->free_bounces_.push_back(static_cast<int>(i));
+        e->ops_.resize(fabric.tx_depth);
+        for (TxOp &op : e->ops_) {
+            op.next_free = e->free_ops_;
+            e->free_ops_ = &op;
+        }
     }
     if (int status = e->serve(1, why); status != AFMESH_HAL_OK) return status;
     *out = std::move(e);
@@ -154,7 +158,7 @@ int Endpoint::add_receives(size_t count, Reason *why) {
 }
 
 int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (!op.conn || op.conn->backlogged == 0) {
         const int rc = post_locked(op, why);
         if (rc != AFMESH_HAL_AGAIN) return rc;
@@ -242,7 +246,7 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
 }
 
 void Endpoint::drain(std::vector<std::pair<Connection *, Failure>> *failed) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     // Connections whose next operation the provider refused this time: the
     // rest of theirs wait behind it. Bounded, so a provider that refuses
     // everything costs a few calls per poll, not one per queued operation.
@@ -272,23 +276,23 @@ void Endpoint::drain(std::vector<std::pair<Connection *, Failure>> *failed) {
 }
 
 bool Endpoint::has_backlog() {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     return !backlog_.empty();
 }
 
 bool Endpoint::has_backlog_of(const Connection *conn) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     return conn->backlogged != 0;
 }
 
 void Endpoint::drop_backlog_of(Connection *conn) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     backlog_.remove_if([&](const Outgoing &op) { return op.conn == conn; });
     conn->backlogged = 0;
 }
 
 Endpoint::Finished Endpoint::release(TxOp *op) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     const Finished finished{op->conn, op->event, op->cookie};
     if (op->bounce >= 0) free_bounces_.push_back(op->bounce);
     op->bounce = -1;

@@ -23,13 +23,13 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "connection.h"
 #include "errors.h"
 #include "fabric.h"
 #include "registration.h"
+#include "thread_annotations.h"
 
 namespace afmesh::fabric {
 
@@ -109,15 +109,15 @@ public:
      * Posts `op`, or queues it behind earlier ones (setting *queued: poll()
      * must then drain). OK, AGAIN (backlog full) or an error with why. Any thread.
      */
-    int submit(Outgoing &&op, bool *queued, Reason *why);
+    int submit(Outgoing &&op, bool *queued, Reason *why) AFMESH_EXCLUDES(tx_mu_);
     /** poll(): posts what the backlog holds, each connection's in order, as the provider takes it; reports failed posts. */
-    void drain(std::vector<std::pair<Connection *, Failure>> *failed);
+    void drain(std::vector<std::pair<Connection *, Failure>> *failed) AFMESH_EXCLUDES(tx_mu_);
     /** Whether the backlog holds operations (poll() must come back). */
-    bool has_backlog();
+    bool has_backlog() AFMESH_EXCLUDES(tx_mu_);
     /** Whether the backlog holds operations of `conn` (it cannot be freed yet). */
-    bool has_backlog_of(const Connection *conn);
+    bool has_backlog_of(const Connection *conn) AFMESH_EXCLUDES(tx_mu_);
     /** close(): forgets the backlog's operations for `conn`. */
-    void drop_backlog_of(Connection *conn);
+    void drop_backlog_of(Connection *conn) AFMESH_EXCLUDES(tx_mu_);
 
     /** What a finished transmit was for. */
     struct Finished {
@@ -129,7 +129,7 @@ public:
      * A transmit completion (or error) for `op`: frees its resources and
      * returns what it was for, read under the lock its poster held.
      */
-    Finished release(TxOp *op);
+    Finished release(TxOp *op) AFMESH_EXCLUDES(tx_mu_);
     /**
      * A completion's op_context as one of this endpoint's transmit contexts
      * or receive slots; null when it is neither. Decided by address alone:
@@ -158,7 +158,7 @@ private:
     };
 
     Endpoint(Fabric &fabric, Registrar &registrar) : fabric_(fabric), registrar_(registrar) {}
-    int post_locked(Outgoing &op, Reason *why);
+    int post_locked(Outgoing &op, Reason *why) AFMESH_REQUIRES(tx_mu_);
     /** Registers and posts `count` more receive buffers. */
     int add_receives(size_t count, Reason *why);
 
@@ -178,12 +178,14 @@ private:
     fid_mr *bounce_mr_ = nullptr;
     void *bounce_desc_ = nullptr;
 
-    std::mutex tx_mu_;
-    // --- guarded by tx_mu_ ---
+    Mutex tx_mu_;
+    // Sized by open() and never again, so transmit_op() finds an op by its
+    // address without the lock; the ops themselves are tx_mu_'s.
     std::vector<TxOp> ops_;
-    TxOp *free_ops_ = nullptr;
-    std::vector<int> free_bounces_;
-    std::list<Outgoing> backlog_;  // erased from the middle: a held-back connection's operations stay
+    TxOp *free_ops_ AFMESH_GUARDED_BY(tx_mu_) = nullptr;
+    std::vector<int> free_bounces_ AFMESH_GUARDED_BY(tx_mu_);
+    // Erased from the middle: a held-back connection's operations stay.
+    std::list<Outgoing> backlog_ AFMESH_GUARDED_BY(tx_mu_);
 };
 
 }  // namespace afmesh::fabric

@@ -100,7 +100,7 @@ void Context::release_held(Connection *conn) {
 // Frees closed connections no operation refers to any more, with their own
 // endpoints. The backlog counts too: a close's BYE may still wait there.
 void Context::free_closed() {
-    std::erase_if(closed_, [&](Connection *conn) {
+    std::erase_if(closed_, [&](Connection *conn) AFMESH_REQUIRES(mu_) {
         if (conn->outstanding.load(std::memory_order_acquire) != 0 || conn->endpoint->has_backlog_of(conn))
             return false;
         if (conn->endpoint->owner == conn) remove_endpoint(conn->endpoint);
@@ -112,7 +112,7 @@ void Context::free_closed() {
 int Context::poll(afmesh_net_event *events, int max) {
     if (max < 0 || (max > 0 && !events))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "poll: need an array for max >= 0 events");
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sleeping_.store(false, std::memory_order_seq_cst);
     // The previous poll's events are stale now: their receive buffers go back to the provider.
     for (Pending &p : delivered_)
@@ -404,7 +404,7 @@ void Context::expire_handshakes() {
 
 void Context::take_poster_failures() {
     {
-        std::lock_guard lock(lists_mu_);
+        MutexLock lock(&lists_mu_);
         scratch_failures_.swap(poster_failures_);
     }
     for (auto &[conn, failure] : scratch_failures_) fail(conn, failure.status, failure.reason.text);
@@ -418,11 +418,11 @@ int Context::arm() {
     if (epoll_fd_ < 0)
         return host_error(AFMESH_HAL_NOT_SUPPORTED, "arm: provider %s has no wait fd",
                           fabric_.info->fabric_attr->prov_name);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
     bool pending = !pending_.empty() || (!incoming_.empty() && !incoming_announced_);
     {
-        std::lock_guard lists(lists_mu_);
+        MutexLock lists(&lists_mu_);
         pending = pending || !poster_failures_.empty();
     }
     std::vector<fid *> cqs;

@@ -84,7 +84,7 @@ int Registrar::add(void *ptr, size_t bytes, const afmesh_net_mem &mem, uint32_t 
     region->desc = fi_mr_desc(region->mr);
     rkey->key = fi_mr_key(region->mr);
     rkey->addr = (fabric_.mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(ptr) : 0;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     live_.insert(region.get());
     *out = region.release();
     return AFMESH_HAL_OK;
@@ -92,7 +92,7 @@ int Registrar::add(void *ptr, size_t bytes, const afmesh_net_mem &mem, uint32_t 
 
 bool Registrar::remove(Registration *r) {
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         if (!live_.erase(r)) return false;
     }
     fi_close(&r->mr->fid);
@@ -101,7 +101,7 @@ bool Registrar::remove(Registration *r) {
 }
 
 int Registrar::source_desc(const Registration *r, const void *p, size_t n, void **desc, Reason *why) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!live_.count(const_cast<Registration *>(r))) {
         why->format("src_mr is not a live registration of this context");
         return AFMESH_HAL_INVALID_ARGUMENT;

@@ -20,12 +20,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <unordered_set>
 
 #include "afmesh/hal/transport.h"
 #include "errors.h"
 #include "fabric.h"
+#include "thread_annotations.h"
 
 namespace afmesh::fabric {
 
@@ -70,8 +70,8 @@ public:
 
 private:
     const Fabric &fabric_;
-    std::mutex mu_;
-    std::unordered_set<Registration *> live_;  // guarded by mu_
+    Mutex mu_;
+    std::unordered_set<Registration *> live_ AFMESH_GUARDED_BY(mu_);
 };
 
 }  // namespace afmesh::fabric

@@ -24,7 +24,7 @@ SendPool::SendPool(uint32_t count, uint32_t slot_size) : memory_(count, slot_siz
 }
 
 int SendPool::take() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (free_.empty()) return -1;
     const uint32_t slot = free_.back();
     free_.pop_back();
@@ -32,7 +32,7 @@ int SendPool::take() {
 }
 
 void SendPool::give_back(uint32_t slot) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     free_.push_back(slot);
 }
 

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "thread_annotations.h"
 #include "verbs_api.h"
 
 namespace afmesh::ibverbs {
@@ -47,8 +47,8 @@ public:
 
 private:
     SlotMemory memory_;
-    std::mutex mu_;
-    std::vector<uint32_t> free_;  // guarded by mu_
+    Mutex mu_;
+    std::vector<uint32_t> free_ AFMESH_GUARDED_BY(mu_);
 };
 
 }  // namespace afmesh::ibverbs

@@ -21,12 +21,12 @@ Connection::Connection(const Fabric &fabric, int fd, State state, std::string pe
 Connection::~Connection() { shut(); }
 
 Connection::State Connection::state() {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     return state_;
 }
 
 void Connection::set_state(State state) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     state_ = state;
 }
 
@@ -156,14 +156,14 @@ int Connection::write_imm(const WriteSegment *segs, uint32_t count, uint32_t imm
     ibv_send_wr &last = chain[count - 1];
     last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     last.imm_data = htonl(imm);  // network order on the wire; the receiver's ntohl gives it back
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (const int rc = check_postable_locked(what, count); rc != AFMESH_HAL_OK) return rc;
     return post_locked(chain, count, flags & AFMESH_NET_SIGNAL, -1,
                        (flags & AFMESH_NET_SIGNAL) ? AFMESH_NET_EV_WRITE_DONE : 0, cookie);
 }
 
 int Connection::send(const void *buf, size_t len, uint32_t flags, uint64_t cookie) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (const int rc = check_postable_locked("send", 1); rc != AFMESH_HAL_OK) return rc;
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(len), 0};
     ibv_send_wr wr{};
@@ -185,7 +185,7 @@ int Connection::send(const void *buf, size_t len, uint32_t flags, uint64_t cooki
 }
 
 void Connection::on_send_completion(const ibv_wc &wc, EventSink &sink, std::string *why, bool *ok) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (signals_.empty() || signals_.front().seq != wc.wr_id) {
         *ok = false;
         *why = "a send completion (wr_id " + std::to_string(wc.wr_id) + ") matches no signalled request";
@@ -203,7 +203,7 @@ void Connection::on_send_completion(const ibv_wc &wc, EventSink &sink, std::stri
 
 bool Connection::fail(int status, const std::string &reason) {
     {
-        std::lock_guard lock(tx_mu_);
+        MutexLock lock(&tx_mu_);
         if (state_ == State::kFailed) return false;
         state_ = State::kFailed;
         failure_status_ = status;
@@ -216,7 +216,7 @@ bool Connection::fail(int status, const std::string &reason) {
 
 void Connection::shut() {
     {
-        std::lock_guard lock(tx_mu_);
+        MutexLock lock(&tx_mu_);
         for (const Signal &signal : signals_)
             if (signal.slot >= 0) fabric_.pool->give_back(static_cast<uint32_t>(signal.slot));
         signals_.clear();

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "discovery.h"
 #include "counters.h"
 #include "host.h"
+#include "thread_annotations.h"
 #include "wire.h"
 
 namespace afmesh::ibverbs {
@@ -125,9 +125,11 @@ private:
         uint32_t event;    // afmesh_net_event_type to report, or 0 for an internal signal
         uint64_t cookie;
     };
-    int post_locked(ibv_send_wr *chain, uint32_t count, bool signal, int slot, uint32_t event, uint64_t cookie);
-    int refused_locked(ibv_send_wr *chain, const ibv_send_wr *bad, uint32_t count, int slot, int error);
-    int check_postable_locked(const char *what, uint32_t count);
+    int post_locked(ibv_send_wr *chain, uint32_t count, bool signal, int slot, uint32_t event, uint64_t cookie)
+        AFMESH_REQUIRES(tx_mu_);
+    int refused_locked(ibv_send_wr *chain, const ibv_send_wr *bad, uint32_t count, int slot, int error)
+        AFMESH_REQUIRES(tx_mu_);
+    int check_postable_locked(const char *what, uint32_t count) AFMESH_REQUIRES(tx_mu_);
 
     const Fabric &fabric_;
     int fd_;
@@ -138,13 +140,14 @@ private:
     uint8_t inbox_[kHandshakeSize];
     size_t inbox_filled_ = 0;
 
-    std::mutex tx_mu_;
-    // --- guarded by tx_mu_ ---
-    State state_;
-    uint32_t outstanding_ = 0;  // posted, not yet retired by a signalled completion
-    uint32_t unsignalled_ = 0;  // posted unsignalled since the last signal
-    uint64_t next_seq_ = 0;
-    std::deque<Signal> signals_;
+    Mutex tx_mu_;
+    State state_ AFMESH_GUARDED_BY(tx_mu_);
+    uint32_t outstanding_ AFMESH_GUARDED_BY(tx_mu_) = 0;  // posted, not yet retired by a signalled completion
+    uint32_t unsignalled_ AFMESH_GUARDED_BY(tx_mu_) = 0;  // posted unsignalled since the last signal
+    uint64_t next_seq_ AFMESH_GUARDED_BY(tx_mu_) = 0;
+    std::deque<Signal> signals_ AFMESH_GUARDED_BY(tx_mu_);
+    // Written once, under tx_mu_, as state_ becomes kFailed (fail(), shut()); read without it after
+    // that (failure_status(), failure_reason(): the context reports a connection it saw fail).
     int failure_status_ = 0;
     std::string failure_reason_;
 };

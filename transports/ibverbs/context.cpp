@@ -129,7 +129,7 @@ Context::~Context() {
     for (Connection *conn : connections_) delete conn;
     for (Connection *conn : closed_) delete conn;
     {
-        std::lock_guard lock(regions_mu_);
+        MutexLock lock(&regions_mu_);
         for (Registration *r : regions_) {
             api_->dereg_mr(r->mr);
             delete r;
@@ -193,7 +193,7 @@ int Context::listen(void *addr, size_t *addr_len) {
     if (*addr_len < kAddressSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs %zu bytes, the buffer has %zu",
                           kAddressSize, *addr_len);
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (listen_fd_ >= 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
     std::string why;
     const int fd = open_listener(side_host_, &listen_address_, &why);
@@ -226,7 +226,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
                           peer.link == kLinkEthernet ? "RoCE" : "InfiniBand", fabric_.port.device.c_str(),
                           local_link == kLinkEthernet ? "RoCE" : "InfiniBand");
     const std::string name = format_sockaddr(peer.side_channel);
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (!reserve_cq(&why)) return host_error(AFMESH_HAL_NO_MEMORY, "connect to %s: %s", name.c_str(), why.c_str());
     const int fd = start_connect(peer.side_channel, &why);
     if (fd < 0) {
@@ -254,7 +254,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
 
 int Context::accept(afmesh_net_conn **out) {
     if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (listen_fd_ < 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
     if (incoming_.empty()) return AFMESH_HAL_AGAIN;
     Connection *conn = incoming_.front();
@@ -272,7 +272,7 @@ int Context::accept(afmesh_net_conn **out) {
 
 int Context::close(afmesh_net_conn *handle) {
     Connection *conn = Connection::from(handle);
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (!handle || !connections_.count(conn) || !conn->visible)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
     forget(conn);
@@ -326,7 +326,7 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
                           how, bytes, kind, strerror(errno));
     auto registration = std::make_unique<Registration>(Registration{region, access});
     {
-        std::lock_guard lock(regions_mu_);
+        MutexLock lock(&regions_mu_);
         regions_.insert(registration.get());
     }
     rkey->key = region->rkey;
@@ -338,7 +338,7 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
 int Context::mem_deregister(afmesh_net_mr *handle) {
     auto *registration = reinterpret_cast<Registration *>(handle);
     {
-        std::lock_guard lock(regions_mu_);
+        MutexLock lock(&regions_mu_);
         if (!handle || !regions_.erase(registration))
             return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_deregister: not a registration of this context");
     }
@@ -366,7 +366,7 @@ int Context::prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_m
         return AFMESH_HAL_INVALID_ARGUMENT;
     }
     auto *registration = reinterpret_cast<Registration *>(src_mr);
-    std::lock_guard lock(regions_mu_);
+    MutexLock lock(&regions_mu_);
     if (!regions_.count(registration)) {
         *why = "src_mr is not a live registration";
         return AFMESH_HAL_INVALID_ARGUMENT;
@@ -431,7 +431,7 @@ int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t f
 int Context::poll(afmesh_net_event *events, int max) {
     if (max < 0 || (max > 0 && !events))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "poll: need an array for max >= 0 events");
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     sleeping_.store(false, std::memory_order_seq_cst);
     // The previous poll's events are stale now: free what they pointed into.
     for (Connection *conn : closed_) delete conn;
@@ -708,7 +708,7 @@ int Context::wait_fd(int *fd) const {
 // completion that landed before the arm raises no notification. What that
 // look finds is kept for the next poll().
 int Context::arm() {
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
     drain_channel();
     fabric_.counters.add(kReqNotifyCalls);

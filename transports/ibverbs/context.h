@@ -17,7 +17,6 @@
 #include <atomic>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -28,6 +27,7 @@
 #include "connection.h"
 #include "discovery.h"
 #include "gpudirect.h"
+#include "thread_annotations.h"
 #include "verbs_api.h"
 
 namespace afmesh::ibverbs {
@@ -81,24 +81,25 @@ private:
     int prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_mr, uint64_t total,
                       const afmesh_net_rkey *dst, uint64_t dst_offset, WriteSegment *seg, std::string *why);
     bool watch(int fd, uint32_t events, void *tag, std::string *why);
-    void set_interest(Connection *conn, uint32_t events);
-    bool reserve_cq(std::string *why);
-    void release_cq();
+    void set_interest(Connection *conn, uint32_t events) AFMESH_REQUIRES(progress_mu_);
+    bool reserve_cq(std::string *why) AFMESH_REQUIRES(progress_mu_);
+    void release_cq() AFMESH_REQUIRES(progress_mu_);
     void wake();
 
-    void dispatch(void *tag, uint32_t events);
-    void drain_channel();
-    void handle_async_events();
-    void accept_side_channels();
-    void send_request(Connection *conn);
-    void progress_handshake(Connection *conn, uint32_t events);
-    void fail(Connection *conn, int status, const std::string &reason);
-    void forget(Connection *conn);
+    // poll()'s work, with progress_mu_ held.
+    void dispatch(void *tag, uint32_t events) AFMESH_REQUIRES(progress_mu_);
+    void drain_channel() AFMESH_REQUIRES(progress_mu_);
+    void handle_async_events() AFMESH_REQUIRES(progress_mu_);
+    void accept_side_channels() AFMESH_REQUIRES(progress_mu_);
+    void send_request(Connection *conn) AFMESH_REQUIRES(progress_mu_);
+    void progress_handshake(Connection *conn, uint32_t events) AFMESH_REQUIRES(progress_mu_);
+    void fail(Connection *conn, int status, const std::string &reason) AFMESH_REQUIRES(progress_mu_);
+    void forget(Connection *conn) AFMESH_REQUIRES(progress_mu_);
 
-    void reap(EventSink &sink);
-    void complete(const ibv_wc &wc, EventSink &sink);
-    void replay_early(EventSink &sink);
-    void report(EventSink &sink);
+    void reap(EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void complete(const ibv_wc &wc, EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void replay_early(EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void report(EventSink &sink) AFMESH_REQUIRES(progress_mu_);
 
     std::unique_ptr<VerbsLibrary> verbs_;
     const VerbsApi *api_ = nullptr;
@@ -115,25 +116,27 @@ private:
     // Tags for the fds that are not connections.
     char channel_tag_ = 0, async_tag_ = 0, listen_tag_ = 0, wake_tag_ = 0;
 
-    std::mutex progress_mu_;
-    // --- guarded by progress_mu_ ---
-    int cq_reserved_ = 0;
-    int listen_fd_ = -1;
-    sockaddr_storage listen_address_{};
-    std::unordered_set<Connection *> connections_;
-    std::unordered_map<uint32_t, Connection *> by_qpn_;
-    std::deque<Connection *> incoming_;  // set up, not yet accepted
-    bool incoming_announced_ = false;
-    std::vector<Connection *> connected_;  // EV_CONNECTED to report
-    std::vector<Connection *> failed_;     // EV_CONN_ERROR to report
-    std::vector<Connection *> replay_;     // accepted with completions that arrived before
-    std::vector<std::pair<Connection *, uint32_t>> reposts_;  // receive slots the last poll's EV_RECV pointed into
-    std::vector<Connection *> closed_;     // freed at the next poll: the last events may point into them
-    std::deque<ibv_wc> stash_;             // completions arm() took from the CQ
+    Mutex progress_mu_;
+    int cq_reserved_ AFMESH_GUARDED_BY(progress_mu_) = 0;
+    int listen_fd_ AFMESH_GUARDED_BY(progress_mu_) = -1;
+    sockaddr_storage listen_address_ AFMESH_GUARDED_BY(progress_mu_){};
+    std::unordered_set<Connection *> connections_ AFMESH_GUARDED_BY(progress_mu_);
+    std::unordered_map<uint32_t, Connection *> by_qpn_ AFMESH_GUARDED_BY(progress_mu_);
+    std::deque<Connection *> incoming_ AFMESH_GUARDED_BY(progress_mu_);  // set up, not yet accepted
+    bool incoming_announced_ AFMESH_GUARDED_BY(progress_mu_) = false;
+    std::vector<Connection *> connected_ AFMESH_GUARDED_BY(progress_mu_);  // EV_CONNECTED to report
+    std::vector<Connection *> failed_ AFMESH_GUARDED_BY(progress_mu_);     // EV_CONN_ERROR to report
+    // Accepted with completions that arrived before.
+    std::vector<Connection *> replay_ AFMESH_GUARDED_BY(progress_mu_);
+    // Receive slots the last poll's EV_RECV pointed into.
+    std::vector<std::pair<Connection *, uint32_t>> reposts_ AFMESH_GUARDED_BY(progress_mu_);
+    // Freed at the next poll: the last events may point into them.
+    std::vector<Connection *> closed_ AFMESH_GUARDED_BY(progress_mu_);
+    std::deque<ibv_wc> stash_ AFMESH_GUARDED_BY(progress_mu_);  // completions arm() took from the CQ
     static constexpr int kEpollBatch = 64;
 
-    std::mutex regions_mu_;
-    std::unordered_set<Registration *> regions_;  // guarded by regions_mu_
+    Mutex regions_mu_;
+    std::unordered_set<Registration *> regions_ AFMESH_GUARDED_BY(regions_mu_);
 
     std::atomic<bool> sleeping_{false};
 };

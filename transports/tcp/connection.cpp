@@ -23,7 +23,7 @@ Connection::~Connection() {
 }
 
 int Connection::post(OutgoingFrame *frames, size_t count, uint32_t completion, uint64_t cookie, bool more) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     switch (state()) {
     case State::kFailed:
         return host_error(AFMESH_HAL_PEER_FAILED, "connection to %s has failed: %s", peer(), failure_.reason.text);
@@ -46,18 +46,18 @@ int Connection::post(OutgoingFrame *frames, size_t count, uint32_t completion, u
 }
 
 void Connection::fail(const Failure &failure) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     fail_locked(failure);
 }
 
 void Connection::watch() {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (state() == State::kConnecting || state() == State::kEstablished)
         set_interest_locked(state() == State::kConnecting ? EPOLLOUT : EPOLLIN);
 }
 
 void Connection::on_writable(EventSink &sink) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (state() == State::kConnecting) {
         if (sink.full()) return;  // the socket stays writable: reported again next poll
         if (const int error = socket_error(fd_); error != 0) {
@@ -73,14 +73,14 @@ void Connection::on_writable(EventSink &sink) {
 }
 
 bool Connection::harvest(EventSink &sink) {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     if (state() != State::kEstablished) return false;
     if (holding_) push_locked();
     return sender_.retire(&sink, handle());
 }
 
 bool Connection::close() {
-    std::lock_guard lock(tx_mu_);
+    MutexLock lock(&tx_mu_);
     const bool connected = state() != State::kConnecting;
     state_.store(State::kClosed, std::memory_order_release);
     sender_.drop_all();

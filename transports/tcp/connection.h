@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "address.h"
 #include "afmesh/hal/transport.h"
@@ -21,6 +20,7 @@
 #include "frame_receiver.h"
 #include "frame_sender.h"
 #include "reason.h"
+#include "thread_annotations.h"
 
 namespace afmesh::tcp {
 
@@ -87,19 +87,21 @@ public:
     std::atomic<bool> harvest_queued{false};  // set by posters, cleared by poll()
 
 private:
-    void push_locked();
-    void fail_locked(const Failure &failure);
-    void set_interest_locked(uint32_t events);
+    void push_locked() AFMESH_REQUIRES(tx_mu_);
+    void fail_locked(const Failure &failure) AFMESH_REQUIRES(tx_mu_);
+    void set_interest_locked(uint32_t events) AFMESH_REQUIRES(tx_mu_);
 
     Context &context_;
     int fd_;
     const AddressText peer_;
     std::atomic<State> state_;
 
-    std::mutex tx_mu_;
-    uint32_t interest_ = 0;  // epoll events watched; 0 while outside the epoll set
-    FrameSender sender_;
-    bool holding_ = false;  // unsent frames are held back for the next post, not blocked by the socket
+    Mutex tx_mu_;
+    uint32_t interest_ AFMESH_GUARDED_BY(tx_mu_) = 0;  // epoll events watched; 0 while outside the epoll set
+    FrameSender sender_ AFMESH_GUARDED_BY(tx_mu_);
+    // Unsent frames are held back for the next post, not blocked by the socket.
+    bool holding_ AFMESH_GUARDED_BY(tx_mu_) = false;
+    // Written once under tx_mu_, before state_ says kFailed; read without it after that (failure()).
     Failure failure_;
 
     FrameReceiver receiver_;

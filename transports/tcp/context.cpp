@@ -108,7 +108,7 @@ int Context::listen(void *addr, size_t *addr_len) {
     if (*addr_len < kAddressBlobSize)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: the address needs %zu bytes, the buffer has %zu",
                           kAddressBlobSize, *addr_len);
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (listen_fd_ >= 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
     const char *bind_host = host_config("AFMESH_TCP_BIND");
     if (!bind_host) bind_host = "127.0.0.1";
@@ -153,7 +153,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
     counters_.add(kConnectCalls);
     const int error = errno;
     auto conn = make_connection(*this, fd, Connection::State::kConnecting, peer);
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     connections_.insert(conn.get());
     if (started) {
         conn->watch();
@@ -168,7 +168,7 @@ int Context::connect(const void *addr, size_t addr_len, afmesh_net_conn **out) {
 
 int Context::accept(afmesh_net_conn **out) {
     if (!out) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: null connection pointer");
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (listen_fd_ < 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "accept: the context does not listen");
     if (incoming_.empty()) accept_pending();
     if (incoming_.empty()) return AFMESH_HAL_AGAIN;
@@ -243,7 +243,7 @@ void Context::announce_incoming(EventSink &sink) {
 
 int Context::close(afmesh_net_conn *handle) {
     Connection *conn = Connection::from(handle);
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     if (!handle || !connections_.erase(conn))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "close: not an open connection of this context");
     forget(conn);
@@ -270,7 +270,7 @@ void Context::expire_lingering() {
 // Removes `conn` from every work list, so no later event names it.
 void Context::forget(Connection *conn) {
     erase_all(receive_ready_, conn);
-    std::lock_guard lock(lists_mu_);
+    MutexLock lock(&lists_mu_);
     erase_all(harvest_, conn);
     erase_all(failed_, conn);
 }
@@ -378,7 +378,7 @@ int Context::send(afmesh_net_conn *conn, const void *buf, size_t len, uint32_t f
 int Context::poll(afmesh_net_event *events, int max) {
     if (max < 0 || (max > 0 && !events))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "poll: need an array for max >= 0 events");
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     sleeping_.store(false, std::memory_order_seq_cst);
     // The previous poll's events are stale now, and with them any pointer into a closed connection.
     for (Connection *conn : closed_) delete conn;
@@ -444,7 +444,7 @@ void Context::queue_receive(Connection *conn) {
 void Context::queue_harvest(Connection *conn) {
     if (conn->harvest_queued.exchange(true, std::memory_order_acq_rel)) return;
     {
-        std::lock_guard lock(lists_mu_);
+        MutexLock lock(&lists_mu_);
         harvest_.push_back(conn);
     }
     wake();
@@ -452,7 +452,7 @@ void Context::queue_harvest(Connection *conn) {
 
 void Context::queue_failure(Connection *conn) {
     {
-        std::lock_guard lock(lists_mu_);
+        MutexLock lock(&lists_mu_);
         failed_.push_back(conn);
     }
     wake();
@@ -460,7 +460,7 @@ void Context::queue_failure(Connection *conn) {
 
 void Context::harvest(EventSink &sink) {
     {
-        std::lock_guard lock(lists_mu_);
+        MutexLock lock(&lists_mu_);
         scratch_.swap(harvest_);
     }
     for (Connection *conn : scratch_) {
@@ -472,7 +472,7 @@ void Context::harvest(EventSink &sink) {
 
 // Last, so that completions reaped in this poll precede the failure of their connection.
 void Context::report_failures(EventSink &sink) {
-    std::lock_guard lock(lists_mu_);
+    MutexLock lock(&lists_mu_);
     size_t reported = 0;
     for (; reported < failed_.size() && !sink.full(); ++reported) {
         Connection *conn = failed_[reported];
@@ -492,11 +492,11 @@ int Context::wait_fd(int *fd) const {
 // checked, and posting threads fill a list before they read sleeping_, so
 // either arm() sees the work or the poster sees the sleeper and wakes it.
 int Context::arm() {
-    std::lock_guard lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
     bool pending = !receive_ready_.empty() || (!incoming_.empty() && !incoming_announced_);
     {
-        std::lock_guard lists(lists_mu_);
+        MutexLock lists(&lists_mu_);
         pending = pending || !harvest_.empty() || !failed_.empty();
     }
     if (!pending) return AFMESH_HAL_OK;

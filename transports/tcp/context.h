@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <unordered_set>
 #include <vector>
 
@@ -33,6 +32,7 @@
 #include "counters.h"
 #include "host.h"
 #include "region_table.h"
+#include "thread_annotations.h"
 
 namespace afmesh::tcp {
 
@@ -88,9 +88,9 @@ public:
     /** Moves `fd` from the `from` to the `to` epoll interest (0: not watched). */
     bool set_interest(int fd, uint32_t from, uint32_t to, Connection *conn);
     /** `conn` has signalled completions for poll() to report. */
-    void queue_harvest(Connection *conn);
+    void queue_harvest(Connection *conn) AFMESH_EXCLUDES(lists_mu_);
     /** `conn` has failed; poll() reports it. */
-    void queue_failure(Connection *conn);
+    void queue_failure(Connection *conn) AFMESH_EXCLUDES(lists_mu_);
 
 private:
     Context(int epoll_fd, int wake_fd) : epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
@@ -106,51 +106,55 @@ private:
     int prepare_write(const void *src, uint64_t bytes, afmesh_net_mr *src_mr, uint64_t total,
                       const afmesh_net_rkey *dst, uint64_t dst_offset, OutgoingFrame *frame, Reason *why);
     void wake();
-    void accept_pending();
-    bool shed_connection_without_descriptors(int error);
-    void announce_incoming(EventSink &sink);
-    void dispatch(const epoll_event &ready, EventSink &sink);
-    void receive(Connection *conn, EventSink &sink, bool readable);
-    void queue_receive(Connection *conn);
-    void harvest(EventSink &sink);
-    void report_failures(EventSink &sink);
-    void forget(Connection *conn);
-    void end_linger(Connection *conn);
-    void expire_lingering();
+    // poll()'s work, and set-up and tear-down's: with progress_mu_ held.
+    void accept_pending() AFMESH_REQUIRES(progress_mu_);
+    bool shed_connection_without_descriptors(int error) AFMESH_REQUIRES(progress_mu_);
+    void announce_incoming(EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void dispatch(const epoll_event &ready, EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void receive(Connection *conn, EventSink &sink, bool readable) AFMESH_REQUIRES(progress_mu_);
+    void queue_receive(Connection *conn) AFMESH_REQUIRES(progress_mu_);
+    void harvest(EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void report_failures(EventSink &sink) AFMESH_REQUIRES(progress_mu_);
+    void forget(Connection *conn) AFMESH_REQUIRES(progress_mu_);
+    void end_linger(Connection *conn) AFMESH_REQUIRES(progress_mu_);
+    void expire_lingering() AFMESH_REQUIRES(progress_mu_);
 
     const int epoll_fd_;
     const int wake_fd_;  // eventfd: posting threads wake a poll thread asleep on the epoll fd
     Counters counters_{kCounterSpecs};
     RegionTable regions_;
 
-    std::mutex progress_mu_;
-    // --- guarded by progress_mu_ ---
-    int listen_fd_ = -1;
+    Mutex progress_mu_;
+    int listen_fd_ AFMESH_GUARDED_BY(progress_mu_) = -1;
     // Held open for the moment descriptors run out: closed to accept one
     // waiting connection and drop it, so the listener stops reporting it
     // (level-triggered epoll would otherwise spin on it), then reopened.
-    int spare_fd_ = -1;
-    std::chrono::steady_clock::time_point next_shortage_log_{};
-    uint64_t shed_ = 0;  // connections dropped for want of descriptors
-    std::unordered_set<Connection *> connections_;  // every connection this context owns
-    std::deque<Connection *> incoming_;             // accepted by the kernel, not yet by the caller
-    bool incoming_announced_ = false;               // EV_INCOMING reported since incoming_ last emptied
-    std::vector<Connection *> receive_ready_;       // must be received from without waiting for epoll
-    std::vector<Connection *> closed_;              // freed at the next poll: the last events may point into them
+    int spare_fd_ AFMESH_GUARDED_BY(progress_mu_) = -1;
+    std::chrono::steady_clock::time_point next_shortage_log_ AFMESH_GUARDED_BY(progress_mu_){};
+    uint64_t shed_ AFMESH_GUARDED_BY(progress_mu_) = 0;  // connections dropped for want of descriptors
+    // Every connection this context owns.
+    std::unordered_set<Connection *> connections_ AFMESH_GUARDED_BY(progress_mu_);
+    // Accepted by the kernel, not yet by the caller.
+    std::deque<Connection *> incoming_ AFMESH_GUARDED_BY(progress_mu_);
+    // EV_INCOMING reported since incoming_ last emptied.
+    bool incoming_announced_ AFMESH_GUARDED_BY(progress_mu_) = false;
+    // Must be received from without waiting for epoll.
+    std::vector<Connection *> receive_ready_ AFMESH_GUARDED_BY(progress_mu_);
+    // Freed at the next poll: the last events may point into them.
+    std::vector<Connection *> closed_ AFMESH_GUARDED_BY(progress_mu_);
     // Closed by the caller, draining until the peer closes too (Connection::close).
     struct Lingering {
         Connection *conn;
         std::chrono::steady_clock::time_point until;
     };
-    std::vector<Lingering> lingering_;
-    std::vector<Connection *> scratch_;
+    std::vector<Lingering> lingering_ AFMESH_GUARDED_BY(progress_mu_);
+    std::vector<Connection *> scratch_ AFMESH_GUARDED_BY(progress_mu_);
     static constexpr int kEpollBatch = 64;
-    epoll_event ready_[kEpollBatch];
+    epoll_event ready_[kEpollBatch] AFMESH_GUARDED_BY(progress_mu_);
 
-    std::mutex lists_mu_;
-    // --- guarded by lists_mu_ ---
-    std::vector<Connection *> harvest_;
-    std::vector<Connection *> failed_;
+    Mutex lists_mu_;
+    std::vector<Connection *> harvest_ AFMESH_GUARDED_BY(lists_mu_);
+    std::vector<Connection *> failed_ AFMESH_GUARDED_BY(lists_mu_);
 
     // Set by arm() just before the caller sleeps on the epoll fd; a posting
     // thread that hands poll() work then rings the eventfd.

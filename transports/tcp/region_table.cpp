@@ -38,7 +38,7 @@ void Region::revoke() {
 }
 
 Region *RegionTable::add(uint8_t *base, uint64_t bytes, uint32_t access) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     uint64_t id = 0;
     do {
         // Up to 256 bytes come whole and uninterrupted once the pool is ready.
@@ -52,13 +52,13 @@ Region *RegionTable::add(uint8_t *base, uint64_t bytes, uint32_t access) {
 }
 
 std::shared_ptr<Region> RegionTable::find(uint64_t id) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = by_id_.find(id);
     return it == by_id_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<Region> RegionTable::find(const Region *handle) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = id_of_.find(handle);
     return it == id_of_.end() ? nullptr : by_id_.at(it->second);
 }
@@ -66,7 +66,7 @@ std::shared_ptr<Region> RegionTable::find(const Region *handle) const {
 bool RegionTable::remove(const Region *handle) {
     std::shared_ptr<Region> region;
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         auto it = id_of_.find(handle);
         if (it == id_of_.end()) return false;
         auto node = by_id_.extract(it->second);
@@ -81,7 +81,7 @@ bool RegionTable::remove(const Region *handle) {
 void RegionTable::clear() {
     std::vector<std::shared_ptr<Region>> regions;
     {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         for (auto &[id, region] : by_id_) regions.push_back(std::move(region));
         by_id_.clear();
         id_of_.clear();

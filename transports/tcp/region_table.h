@@ -17,8 +17,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
+
+#include "thread_annotations.h"
 
 namespace afmesh::tcp {
 
@@ -102,9 +103,9 @@ public:
     void clear();
 
 private:
-    mutable std::mutex mu_;
-    std::unordered_map<uint64_t, std::shared_ptr<Region>> by_id_;
-    std::unordered_map<const Region *, uint64_t> id_of_;
+    mutable Mutex mu_;
+    std::unordered_map<uint64_t, std::shared_ptr<Region>> by_id_ AFMESH_GUARDED_BY(mu_);
+    std::unordered_map<const Region *, uint64_t> id_of_ AFMESH_GUARDED_BY(mu_);
 };
 
 }  // namespace afmesh::tcp
