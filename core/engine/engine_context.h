@@ -2,6 +2,8 @@
 // What the worker and server engines share with the node that owns them.
 #pragma once
 
+#include <functional>
+
 #include "counters.h"
 #include "memory_registry.h"
 #include "module_loader.h"
@@ -30,6 +32,13 @@ struct EngineContext {
     uint64_t eager_bytes = 0;
     /** Entries of each peer's mailbox (mailbox.h); 0 without one (AFMESH_MAILBOX_ENTRIES, or no gathered write). */
     uint32_t mailbox_entries = 0;
+    /**
+     * Closes a peer's connection after it broke the protocol, with mu held.
+     * The node closes it, not the engine: the node still tracks the
+     * connection (heartbeats, BYE, its final close) and would use it after
+     * the transport freed it.
+     */
+    std::function<void(afmesh_net_conn *)> drop_connection;
 };
 
 /** A status for the C API from a failed transport call. */

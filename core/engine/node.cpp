@@ -132,7 +132,8 @@ Status Node::start() {
                       static_cast<uint64_t>(config_.get_int("AFMESH_EAGER_BYTES")),
                       // Without a gathered write a message cannot ride on a tensor: no mailboxes.
                       transport_->write_segs() >= 2 ? static_cast<uint32_t>(config_.get_int("AFMESH_MAILBOX_ENTRIES"))
-                                                    : 0};
+                                                    : 0,
+                      [this](afmesh_net_conn *conn) AFMESH_REQUIRES(mu_) { close_link_locked(conn); }};
     if (role_ == Role::kWorker)
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else

@@ -311,8 +311,7 @@ void ServerEngine::update_ready_counters() {
 void ServerEngine::protocol_error(int32_t worker_rank, const std::string &what) {
     workers_[worker_rank]->counters.protocol_errors.add();
     AFMESH_LOG(AFMESH_LOG_ERROR, "%s violated the protocol: %s", worker_name(worker_rank).c_str(), what.c_str());
-    if (Outbox *outbox = workers_[worker_rank]->outbox.get())
-        ctx_.transport.net().close(ctx_.transport.ctx(), outbox->conn());
+    if (Outbox *outbox = workers_[worker_rank]->outbox.get()) ctx_.drop_connection(outbox->conn());
     fail_worker(worker_rank, {Code::kPeerFailed, "protocol violation: " + what});
 }
 

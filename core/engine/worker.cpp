@@ -719,7 +719,7 @@ void WorkerEngine::count_outcome(const Op &op) {
 void WorkerEngine::protocol_error(int32_t server, const std::string &what) {
     ctx_.counters.peer(server).protocol_errors.add();
     AFMESH_LOG(AFMESH_LOG_ERROR, "server %d violated the protocol: %s", server, what.c_str());
-    if (Outbox *outbox = servers_[server].outbox.get()) ctx_.transport.net().close(ctx_.transport.ctx(), outbox->conn());
+    if (Outbox *outbox = servers_[server].outbox.get()) ctx_.drop_connection(outbox->conn());
     fail_server(server, {Code::kPeerFailed, "protocol violation: " + what});
 }
 
