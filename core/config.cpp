@@ -28,7 +28,8 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_DEVICE_ID", VarType::kInt, "0", nullptr, 0, 1 << 20,
      "index of the accelerator this process uses (StepMesh: STEPMESH_GPU)"},
     {"AFMESH_NET_DEVICES", VarType::kList, "", nullptr, 0, 0,
-     "NIC allow-list for RDMA transports, e.g. 'mlx5_0:1,mlx5_1:1' (empty: all active ports)"},
+     "NIC allow-list for RDMA transports, e.g. 'mlx5_0:1,mlx5_1:1' (unset: the RDMA NIC nearest this process's GPU, "
+     "ties shared out by local rank; see afmesh info --topology)"},
     {"AFMESH_FABRIC_PROVIDER", VarType::kString, "", nullptr, 0, 0,
      "libfabric provider, e.g. 'tcp;ofi_rxm', 'shm', 'efa' (empty: libfabric's first hardware provider)"},
     {"AFMESH_FABRIC_ENDPOINTS", VarType::kEnum, "auto", "auto|shared|per-connection", 0, 0,
@@ -74,7 +75,8 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_SYSFS_ROOT", VarType::kString, "/", nullptr, 0, 0,
      "where the PCI topology is read from (root of sys/; tests point it at a machine's layout)"},
     {"AFMESH_CPU_CORES", VarType::kList, "", nullptr, 0, 0,
-     "cores to pin the progress threads to, e.g. '4,5' (empty: no pinning)"},
+     "CPUs the progress thread may run on, e.g. '4,5' or '0-7,64-71' (unset: those local to the chosen RDMA NIC, "
+     "or anywhere without one)"},
     {"AFMESH_AUTH_TOKEN", VarType::kString, "", nullptr, 0, 0,
      "shared secret every node must present at HELLO (empty: no check)"},
     {"AFMESH_LOG_LEVEL", VarType::kEnum, "warn", "error|warn|info|debug|trace", 0, 0, "log verbosity"},

@@ -8,6 +8,7 @@
 
 #include <climits>
 #include <algorithm>
+#include <map>
 #include <cstddef>
 #include <cerrno>
 #include <cstring>
@@ -32,7 +33,27 @@ constexpr const char *kTransportPrefix = "libafmesh_net_";
 constexpr const char *kDeviceOrder[] = {"cuda", "hip", "ze", "cpu"};
 constexpr const char *kTransportOrder[] = {"ibverbs", "fabric", "tcp"};
 
-const char *host_get_config(const char *name) { return name ? Config::process().c_str(name) : nullptr; }
+// Settings the core chose for the modules where the user set none (e.g.
+// AFMESH_NET_DEVICES: the NIC nearest the GPU). A value, once given, is never
+// replaced or freed: modules keep the pointers host_get_config returns.
+struct OfferedSettings {
+    Mutex mu;
+    std::map<std::string, std::string, std::less<>> values AFMESH_GUARDED_BY(mu);
+};
+
+OfferedSettings &offered_settings() {
+    static OfferedSettings offered;
+    return offered;
+}
+
+const char *host_get_config(const char *name) {
+    if (!name) return nullptr;
+    if (const char *value = Config::process().c_str(name)) return value;
+    OfferedSettings &offered = offered_settings();
+    MutexLock lock(&offered.mu);
+    auto it = offered.values.find(std::string_view(name));
+    return it == offered.values.end() ? nullptr : it->second.c_str();
+}
 
 // log() and set_module_error() have exactly the services' signatures.
 const afmesh_host_services kHostServices = {
@@ -141,6 +162,13 @@ std::string joined_search_dirs(const Config &config) {
 }
 
 }  // namespace
+
+bool offer_module_setting(const std::string &name, const std::string &value) {
+    OfferedSettings &offered = offered_settings();
+    MutexLock lock(&offered.mu);
+    const auto [it, added] = offered.values.emplace(name, value);
+    return added || it->second == value;
+}
 
 const char *module_state_name(ModuleState state) {
     switch (state) {

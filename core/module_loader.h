@@ -80,6 +80,15 @@ private:
 /** The host services handed to every module. */
 const afmesh_host_services *host_services();
 
+/**
+ * Gives the modules `value` for the setting `name` when neither the
+ * environment nor the table's default sets it: a choice the core made for
+ * them (the NIC nearest the GPU). Modules read it as any setting, through
+ * the host services. The first value offered stays for the process: false
+ * when a different one was offered before.
+ */
+bool offer_module_setting(const std::string &name, const std::string &value);
+
 /** Directories searched, in order: AFMESH_MODULE_PATH, beside the core, the install dir. */
 std::vector<std::string> module_search_dirs(const Config &config);
 

@@ -85,11 +85,21 @@ Status Node::start() {
     if (!parse_poll_mode(config_.get("AFMESH_POLL"), &mode))
         return {Code::kInvalidArgument, "AFMESH_POLL must be busy, adaptive or blocking"};
     if (Status s = select_module(config_, AFMESH_MODULE_DEVICE, &device_); !s) return s;
-    if (Status s = select_module(config_, AFMESH_MODULE_TRANSPORT, &transport_); !s) return s;
     const int device_id = static_cast<int>(config_.get_int("AFMESH_DEVICE_ID"));
     take_module_error();
     if (device_->device().set_device(device_->ctx(), device_id) != AFMESH_HAL_OK)
         return {Code::kInvalidArgument, "device " + std::to_string(device_id) + ": " + take_module_error()};
+    // Before the transport loads: it picks its NIC as it initialises.
+    if (Status s = place_node(config_, *device_, device_id, &placement_); !s) return s;
+    if (!placement_.nic.empty()) {
+        if (offer_module_setting("AFMESH_NET_DEVICES", placement_.nic))
+            AFMESH_LOG(AFMESH_LOG_INFO, "NIC nearest device %d: %s", device_id, placement_.reason.c_str());
+        else
+            AFMESH_LOG(AFMESH_LOG_WARN, "another node of this process chose its NIC first; %s would be nearest "
+                                        "device %d (set AFMESH_NET_DEVICES per process)",
+                       placement_.nic.c_str(), device_id);
+    }
+    if (Status s = select_module(config_, AFMESH_MODULE_TRANSPORT, &transport_); !s) return s;
 
     // The device module's memory is staged through pinned host memory when the transport cannot register it.
     const uint32_t device_kind = device_->device().mem_kind;
@@ -141,8 +151,7 @@ Status Node::start() {
     handshake_ = std::make_unique<Handshake>(control_->roster(), rank());
 
     if (worker_) progress_->set_background([worker = worker_.get()] { return worker->open_gates(); });
-    std::vector<std::string> cores = config_.get_list("AFMESH_CPU_CORES");
-    if (Status s = progress_->start(cores.empty() ? -1 : std::stoi(cores[0])); !s) return s;
+    if (Status s = progress_->start(placement_.cpus); !s) return s;
     ticker_ = std::make_unique<Ticker>(heartbeat_interval_, [this](Clock::time_point now) { tick(now); });
     if (Status s = connect_data_plane(deadline); !s) return s;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

@@ -19,6 +19,7 @@
 #include "log_limiter.h"
 #include "memory_registry.h"
 #include "module_loader.h"
+#include "placement.h"
 #include "progress.h"
 #include "server.h"
 #include "staging.h"
@@ -130,6 +131,7 @@ private:
     // The scheduler, when a job manager's layout puts it in this process
     // (global rank 0); destroyed after control_, which talks to it.
     std::unique_ptr<Scheduler> embedded_scheduler_;
+    Placement placement_;  // the NIC and the progress thread's CPUs, chosen before the transport loads
     std::unique_ptr<ControlClient> control_;
     std::unique_ptr<NodeCounters> counters_;  // made once the roster says how many peers there are
     Mutex mu_;  // the engines' state (EngineContext::mu), and what is marked guarded by it below

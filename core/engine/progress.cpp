@@ -119,18 +119,20 @@ Progress::~Progress() {
         if (fd >= 0) close(fd);
 }
 
-Status Progress::start(int cpu) {
+Status Progress::start(const std::vector<int> &cpus) {
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     waiter_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0 || waiter_wake_fd_ < 0) return {Code::kError, "eventfd failed"};
     thread_ = std::thread([this] { run(); });
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set) != 0)
-            AFMESH_LOG(AFMESH_LOG_WARN, "could not pin the NetRecv thread to core %d", cpu);
-    }
+    if (cpus.empty()) return Status::ok();
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : cpus)
+        if (cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+    // Not fatal: a CPU outside this process's cgroup (a container) only costs locality.
+    if (pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set) != 0)
+        AFMESH_LOG(AFMESH_LOG_WARN, "could not pin the NetRecv thread to CPUs %d-%d (%zu of them)", cpus.front(),
+                   cpus.back(), cpus.size());
     return Status::ok();
 }
 

@@ -64,8 +64,8 @@ public:
 
     /** Sets the background work; before start(). */
     void set_background(Background background) { background_ = std::move(background); }
-    /** Starts the NetRecv thread, pinned to `cpu` when >= 0. */
-    Status start(int cpu);
+    /** Starts the NetRecv thread, allowed onto `cpus` only (empty: anywhere). */
+    Status start(const std::vector<int> &cpus);
     /** Stops and joins the thread; idempotent. */
     void stop();
 

@@ -91,7 +91,7 @@ protected:
                                                    for (int i = 0; i < count; ++i)
                                                        if (events[i].type == AFMESH_NET_EV_RECV) arrived();
                                                });
-        ASSERT_TRUE(progress_->start(-1));
+        ASSERT_TRUE(progress_->start({}));
     }
 
     void TearDown() override {

@@ -49,7 +49,7 @@ Status FloorEndpoint::create(const Config &config, PollMode mode, uint64_t bytes
         return {Code::kError, "floor: cannot register buffers: " + take_module_error()};
     ep->progress_ = std::make_unique<Progress>(*ep->transport_, mode, adaptive_spin(config, *ep->transport_),
                                                [raw = ep.get()](const afmesh_net_event *e, int n) { raw->dispatch(e, n); });
-    if (Status s = ep->progress_->start(-1); !s) return s;
+    if (Status s = ep->progress_->start({}); !s) return s;
     *out = std::move(ep);
     return Status::ok();
 }
