@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "imm.h"
 #include "log.h"
+#include "response_cursor.h"
 
 namespace afmesh {
 namespace {
@@ -505,24 +506,6 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
 Status ServerEngine::post_response(const afmesh_request &request, Worker &worker, const afmesh_tensor *tensors,
                                    size_t count, const std::vector<Staging::Buffer> &buffers,
                                    const std::vector<const Registration *> &regs, uint64_t *cookie) {
-    // What goes out, in order: a staged tensor in chunks, each copied to
-    // pinned memory just before it is posted, so one chunk's copy overlaps
-    // the previous chunk's send; any other tensor in one write.
-    const uint64_t chunk = ctx_.staging.chunk_bytes();
-    auto staged = [&](size_t t) { return !buffers.empty() && buffers[t].ptr; };
-    auto length = [&](size_t t, uint64_t offset) {
-        return staged(t) ? std::min(chunk, tensors[t].bytes - offset) : tensors[t].bytes;
-    };
-    auto step = [&](size_t *t, uint64_t *offset) {  // to the piece after (*t, *offset)
-        *offset += length(*t, *offset);
-        if (*offset >= tensors[*t].bytes) {
-            ++*t;
-            *offset = 0;
-        }
-    };
-    auto at = [](const void *base, uint64_t offset) {
-        return offset ? static_cast<const uint8_t *>(base) + offset : base;
-    };
     wire::Response response;
     response.slot = request.slot;
     response.generation = request.generation;
@@ -538,48 +521,40 @@ Status ServerEngine::post_response(const afmesh_request &request, Worker &worker
         return conclude(request, worker, response);
     }
     const uint32_t imm = imm::encode(imm::Direction::kResponse, request.slot, request.generation);
-    size_t t = 0;  // the next piece: tensor t from this offset
-    uint64_t offset = 0;
+    // What goes out, in order, piece by piece: response_cursor.h.
+    ResponseCursor piece(tensors, count, buffers, regs, request.pulls, ctx_.staging.chunk_bytes());
     for (;;) {
-        Status copied;
-        if (t < count && staged(t))
-            copied = ctx_.staging.copy(static_cast<uint8_t *>(buffers[t].ptr) + offset,
-                                       static_cast<const uint8_t *>(tensors[t].data) + offset, length(t, offset));
+        Status copied = piece.copy(ctx_.staging);
         MutexLock lock(&ctx_.mu);
         if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
         if (!copied) {
             // The worker's push-pull fails; it still gets its slices back.
             response.failed = true;
             if (Status s = send_response(worker, response); !s) fail_worker(request.worker, s);
-            return {copied.code(), "copying response tensor " + std::to_string(t) + " to pinned memory failed: " +
-                                       copied.message() + " (the worker's push-pull fails with this error)"};
+            return {copied.code(), "copying response tensor " + std::to_string(piece.tensor()) +
+                                       " to pinned memory failed: " + copied.message() +
+                                       " (the worker's push-pull fails with this error)"};
         }
         // This piece, and every one after it that needs no copy first, go out together.
-        for (bool first = true; t < count && (first || !staged(t)); first = false) {
-            size_t next_t = t;
-            uint64_t next_offset = offset;
-            step(&next_t, &next_offset);
-            const bool last = next_t == count;
+        for (bool first = true; !piece.done() && (first || !piece.staged()); first = false) {
+            const bool last = piece.last();
             // MORE: another write or the RESPONSE follows at once. SIGNAL
             // before a copy and at the end: respond must know when the
             // writes posted so far have left the buffers.
-            const bool more = last || !staged(next_t);
+            const bool more = last || !piece.next_staged();
             const uint32_t flags = (more ? AFMESH_NET_MORE : 0) | (last || !more ? AFMESH_NET_SIGNAL : 0);
             if (flags & AFMESH_NET_SIGNAL) *cookie = ++worker.responses_posted;
-            const void *source = at(staged(t) ? buffers[t].ptr : tensors[t].data, offset);
-            const afmesh_net_write_seg piece{source, regs[t] ? regs[t]->mr : nullptr, length(t, offset),
-                                             &request.pulls[t].rkey, request.pulls[t].offset + offset};
-            if (last && carries(request, count)) return conclude(request, worker, response, &piece, *cookie);
-            Status s = worker.outbox->write(&piece, 1, imm, flags, *cookie);
+            const afmesh_net_write_seg segment = piece.segment();
+            if (last && carries(request, count)) return conclude(request, worker, response, &segment, *cookie);
+            Status s = worker.outbox->write(&segment, 1, imm, flags, *cookie);
             if (!s) {
                 fail_worker(request.worker, s);
                 return peer_failure(worker_name(request.worker), s);
             }
             ++response.pull_writes;
-            t = next_t;
-            offset = next_offset;
+            piece.step();
         }
-        if (t == count) return conclude(request, worker, response);
+        if (piece.done()) return conclude(request, worker, response);
     }
 }
 

@@ -12,11 +12,7 @@
 namespace afmesh {
 namespace {
 
-constexpr size_t kMaxOpsInFlight = 4096;
-
-uint16_t slot_of(afmesh_handle h) { return static_cast<uint16_t>(h & 0xffff); }
-uint32_t sequence_of(afmesh_handle h) { return static_cast<uint32_t>(h >> 16); }
-uint16_t generation_of(uint32_t sequence) { return static_cast<uint16_t>(sequence & imm::kGenerationMask); }
+using inflight::generation_of;
 
 Status check_tensor(const afmesh_tensor &t, const char *what, size_t index) {
     auto bad = [&](const std::string &why) {
@@ -42,16 +38,13 @@ wire::TensorMeta meta_of(uint64_t key, const afmesh_tensor &t) {
 }  // namespace
 
 WorkerEngine::WorkerEngine(EngineContext ctx, int32_t rank, int32_t num_servers)
-    : ctx_(ctx), rank_(rank), num_servers_(num_servers), servers_(num_servers), ops_(kMaxOpsInFlight),
-      flags_(kMaxOpsInFlight, nullptr) {
-    for (size_t i = 0; i < kMaxOpsInFlight; ++i) free_slots_.push_back(static_cast<uint16_t>(i));
-}
+    : ctx_(ctx), rank_(rank), num_servers_(num_servers), servers_(num_servers),
+      flags_(ctx.device, ctx.device_id, kMaxOpsInFlight) {}
 
 WorkerEngine::~WorkerEngine() {
     // Ops never waited: stream work behind a closed gate may still write staging buffers.
     for (Op &op : ops_) release_gates(op.gates, true);
-    for (void *flag : flags_)
-        if (flag) ctx_.device.device().flag_destroy(ctx_.device.ctx(), flag);
+    // flags_ destroys its device flags after this.
 }
 
 void WorkerEngine::attach_server(int32_t server_rank, afmesh_net_conn *conn) {
@@ -89,62 +82,6 @@ Status WorkerEngine::validate(const afmesh_push *push, size_t num_push, const af
                                                 std::to_string(pull[i].server) + " does not exist"};
     }
     return Status::ok();
-}
-
-Status WorkerEngine::stage(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
-                           void *stream, std::vector<Staging::Buffer> *staged, std::vector<Gate> *gates) {
-    Staging &staging = ctx_.staging;
-    bool reads_device = false;  // a device push the transport reads itself
-    Status s;
-    for (size_t i = 0; i < num_push + num_pull && s; ++i) {
-        const bool is_push = i < num_push;
-        const afmesh_tensor &t = is_push ? push[i].tensor : pull[i - num_push].tensor;
-        if (t.bytes == 0 || !staging.needed(t.kind)) {
-            reads_device |= is_push && t.bytes > 0 && t.kind != AFMESH_MEM_HOST;
-            continue;
-        }
-        s = staging.check_kind(t.kind, (is_push ? "push " : "pull ") + std::to_string(is_push ? i : i - num_push));
-        if (!s) break;
-        if (staged->empty()) staged->resize(num_push + num_pull);
-        Staging::Buffer &buffer = (*staged)[i];
-        s = staging.acquire(t.bytes, &buffer);
-        if (s && is_push)
-            s = stream ? stage_in_chunks(static_cast<uint32_t>(i), t, buffer, stream, gates)
-                       : staging.copy(buffer.ptr, t.data, t.bytes);
-    }
-    // Every gate is recorded behind the work that produces the pushes, so any one will do.
-    if (s && reads_device && stream && gates->empty()) {
-        void *event = nullptr;
-        s = staging.record(stream, &event);
-        if (s) gates->push_back({event, kEveryDirectPush, 0});
-    }
-    if (!s) {
-        release_gates(*gates, true);  // the queued copies may still write the buffers
-        for (Staging::Buffer &buffer : *staged) staging.release(buffer);
-    }
-    return s;
-}
-
-Status WorkerEngine::stage_in_chunks(uint32_t push, const afmesh_tensor &tensor, const Staging::Buffer &buffer,
-                                     void *stream, std::vector<Gate> *gates) {
-    const uint64_t chunk = ctx_.staging.chunk_bytes();
-    for (uint64_t offset = 0; offset < tensor.bytes; offset += chunk) {
-        const uint64_t bytes = std::min(chunk, tensor.bytes - offset);
-        // On the caller's stream the copy runs behind the work that produces the tensor.
-        if (Status s = ctx_.staging.copy_async(static_cast<uint8_t *>(buffer.ptr) + offset,
-                                               static_cast<const uint8_t *>(tensor.data) + offset, bytes, stream);
-            !s)
-            return s;
-        void *event = nullptr;
-        if (Status s = ctx_.staging.record(stream, &event); !s) return s;
-        gates->push_back({event, push, offset + bytes});
-    }
-    return Status::ok();
-}
-
-void WorkerEngine::release_gates(std::vector<Gate> &gates, bool wait) {
-    for (Gate &gate : gates) ctx_.staging.release_event(gate.event, wait);
-    gates.clear();
 }
 
 Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull,
@@ -238,13 +175,13 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
     Status refused;
     {
         MutexLock lock(&ctx_.mu);
-        if (free_slots_.empty()) {
+        if (ops_.full()) {
             refused = {Code::kNoMemory,
                        "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) + "); wait for some first"};
-        } else if (Status s = build_op(ops_[free_slots_.front()], push, num_push, pull, num_pull, staged); !s) {
+        } else if (Status s = build_op(ops_[ops_.next_free()], push, num_push, pull, num_pull, staged); !s) {
             refused = s;
         } else {
-            issue(free_slots_.front(), std::move(gates), handle);
+            issue(ops_.next_free(), std::move(gates), handle);
             return Status::ok();
         }
     }
@@ -256,27 +193,15 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
 
 void WorkerEngine::issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle) {
     Op &op = ops_[slot];
-    free_slots_.pop_front();
-    op.in_use = true;
-    op.retired = false;
-    op.sequence = next_sequence_++;
+    *handle = ops_.take();  // the op in `slot`, live under a new sequence
     op.error = Status::ok();
     op.state.store(kPending);
     op.gates = std::move(gates);
     op.next_gate = 0;
     op.issued_ns = monotonic_ns();
-    *handle = (static_cast<afmesh_handle>(op.sequence) << 16) | slot;
     ctx_.counters.push_pulls.started.add();
     for (const Part &part : op.parts) ctx_.counters.peer(part.server).push_pulls.started.add();
-    if (!op.gates.empty()) {
-        // With a stream every device push is gated: nothing of it goes before its gate opens.
-        for (PushSpec &push : op.pushes)
-            if (push.tensor.kind != AFMESH_MEM_HOST) push.ready_bytes = 0;
-        // The NetRecv thread watches the gates from now on.
-        gated_.push_back({slot, 0, op.sequence});
-        num_gated_.store(gated_.size());
-        ctx_.progress.wake_netrecv();
-    }
+    if (!op.gates.empty()) watch_gates(slot);
     for (uint32_t i = 0; i < op.parts.size(); ++i) {
         Server &server = servers_[op.parts[i].server];
         // Behind parked work for the same server, nothing overtakes.
@@ -287,45 +212,6 @@ void WorkerEngine::issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle
         if (!op.error.is_ok()) break;
     }
     finish_if_settled(slot);
-}
-
-void WorkerEngine::open_gate(Op &op, Gate &gate, bool first) {
-    ctx_.staging.release_event(gate.event, false);
-    gate.event = nullptr;
-    if (gate.push != kEveryDirectPush) op.pushes[gate.push].ready_bytes = gate.ready_bytes;
-    // Every gate is behind the work that produces the pushes: the first opens the direct ones.
-    if (first)
-        for (PushSpec &push : op.pushes)
-            if (!push.staged.ptr) push.ready_bytes = push.tensor.bytes;
-}
-
-bool WorkerEngine::open_gates() {
-    if (num_gated_.load() == 0) return false;
-    MutexLock lock(&ctx_.mu);
-    std::erase_if(gated_, [&](const Parked &g) AFMESH_REQUIRES(ctx_.mu) {
-        Op &op = ops_[g.slot];
-        // Settled or failed without it (a server failed): wait() gives the gates back.
-        if (!op.in_use || op.sequence != g.sequence || op.state.load() != kPending || !op.error.is_ok()) return true;
-        while (op.next_gate < op.gates.size()) {
-            Gate &gate = op.gates[op.next_gate];
-            bool done = false;
-            if (Status s = ctx_.staging.query(gate.event, &done); !s) {
-                ctx_.staging.release_event(gate.event, false);  // its work has ended, in failure
-                gate.event = nullptr;
-                fail_op(g.slot, s);
-                return true;
-            }
-            if (!done) return false;
-            open_gate(op, gate, op.next_gate++ == 0);
-            for (Part &part : op.parts)
-                if (part.claimed) post_ready(g.slot, part);
-            // Posting failed and the op settled: wait() may own it now.
-            if (op.state.load() != kPending || !op.error.is_ok()) return true;
-        }
-        return true;
-    });
-    num_gated_.store(gated_.size());
-    return !gated_.empty();
 }
 
 bool WorkerEngine::slices_ready(uint16_t slot, const Part &part) {
@@ -498,6 +384,9 @@ void WorkerEngine::advance_parked(int32_t server_rank) {
         Op &op = ops_[p.slot];
         bool live = op.in_use && op.sequence == p.sequence && op.error.is_ok();
         if (live && !advance(p.slot, op.parts[p.part])) return;
+        // advance() fails the server when a write to it is refused, and
+        // fail_server() settles and drops everything parked: p is gone.
+        if (server.failed) return;
         server.parked.pop_front();
         if (op.in_use && op.sequence == p.sequence) finish_if_settled(p.slot);
     }
@@ -649,42 +538,6 @@ void WorkerEngine::release_staging(Op &op) {
     op.staged = false;
 }
 
-void WorkerEngine::release_stream(uint16_t slot) {
-    const Op &op = ops_[slot];
-    if (!op.flag_armed) return;
-    // Flag values are the op's sequence: they grow with every reuse of the slot.
-    if (ctx_.device.device().flag_write(ctx_.device.ctx(), flags_[slot], op.sequence) != AFMESH_HAL_OK)
-        AFMESH_LOG(AFMESH_LOG_ERROR, "cannot release a stream waiting for push-pull slot %u: %s", slot,
-                   take_module_error().c_str());
-}
-
-Status WorkerEngine::stream_wait(afmesh_handle handle, void *stream) {
-    if (!stream)
-        return {Code::kInvalidArgument, "afmesh_stream_wait needs a stream (the device module's stream handle)"};
-    MutexLock lock(&ctx_.mu);
-    Op *op = nullptr;
-    if (Status s = find_op(handle, &op); !s) return s;
-    const afmesh_device_ops &dev = ctx_.device.device();
-    if (!dev.flag_create || !dev.flag_destroy || !dev.flag_write || !dev.stream_wait_flag)
-        return {Code::kNotSupported, "device module '" + ctx_.device.name() +
-                                         "' cannot make a stream wait for the host (it has no flags); "
-                                         "use afmesh_wait or afmesh_test"};
-    const uint16_t slot = slot_of(handle);
-    take_module_error();
-    if (!flags_[slot] && dev.flag_create(ctx_.device.ctx(), ctx_.device_id, &flags_[slot]) != AFMESH_HAL_OK) {
-        flags_[slot] = nullptr;
-        return {Code::kError, "cannot create a device flag: " + take_module_error()};
-    }
-    if (int rc = dev.stream_wait_flag(ctx_.device.ctx(), stream, flags_[slot], op->sequence); rc != AFMESH_HAL_OK)
-        return {static_cast<Code>(rc), "cannot make the stream wait: " + take_module_error()};
-    op->flag_armed = true;
-    if (op->state.load() == kPending) return Status::ok();
-    // Settled before the stream started waiting: release it now (even if the copy fails: it must not hang).
-    Status delivered = op->state.load() == kDone ? deliver(*op) : Status::ok();
-    release_stream(slot);
-    return delivered;
-}
-
 void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
     Op &op = ops_[slot];
     if (op.error.is_ok()) op.error = why;
@@ -749,21 +602,11 @@ bool WorkerEngine::flush() {
     return drained;
 }
 
-Status WorkerEngine::find_op(afmesh_handle handle, Op **op, bool retired_ok) {
-    uint16_t slot = slot_of(handle);
-    if (slot >= kMaxOpsInFlight || !(ops_[slot].in_use || (retired_ok && ops_[slot].retired)) ||
-        ops_[slot].sequence != sequence_of(handle))
-        return {Code::kNotFound, "unknown handle " + std::to_string(handle) +
-                                     (retired_ok ? " (never issued, or too old)" : " (never issued, or already waited)")};
-    *op = &ops_[slot];
-    return Status::ok();
-}
-
 Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     Op *op = nullptr;
     {
         MutexLock lock(&ctx_.mu);
-        if (Status s = find_op(handle, &op); !s) return s;
+        if (Status s = ops_.find(handle, &op); !s) return s;
     }
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
     Status waited = ctx_.progress.wait_until([op] { return op->state.load() != kPending; }, deadline);
@@ -780,9 +623,7 @@ Status WorkerEngine::wait(afmesh_handle handle, int timeout_ms) {
     Status result = op->state.load() == kDone ? delivered : op->error;
     // The op has settled: no server will write into its buffers any more.
     release_staging(*op);
-    op->in_use = false;
-    op->retired = true;
-    free_slots_.push_back(slot_of(handle));
+    ops_.retire(inflight::slot_of(handle));
     return result;
 }
 
@@ -791,7 +632,7 @@ Status WorkerEngine::test(afmesh_handle handle) {
     Op *op = nullptr;
     {
         MutexLock lock(&ctx_.mu);
-        if (Status s = find_op(handle, &op); !s) return s;
+        if (Status s = ops_.find(handle, &op); !s) return s;
         switch (op->state.load()) {
         case kDone: break;
         case kFailed: return op->error;
@@ -804,7 +645,7 @@ Status WorkerEngine::test(afmesh_handle handle) {
 Status WorkerEngine::pull_bytes(afmesh_handle handle, size_t index, uint64_t *bytes) {
     MutexLock lock(&ctx_.mu);
     Op *op = nullptr;
-    if (Status s = find_op(handle, &op, true); !s) return s;
+    if (Status s = ops_.find(handle, &op, true); !s) return s;
     if (op->state.load() != kDone) return {Code::kInvalidArgument, "the push-pull has not completed"};
     if (index >= op->pulls.size() || !bytes)
         return {Code::kInvalidArgument, "pull index " + std::to_string(index) + " out of range"};
@@ -815,7 +656,7 @@ Status WorkerEngine::pull_bytes(afmesh_handle handle, size_t index, uint64_t *by
 Status WorkerEngine::trace(afmesh_handle handle, afmesh_trace *traces, size_t capacity, size_t *count) {
     MutexLock lock(&ctx_.mu);
     Op *op = nullptr;
-    if (Status s = find_op(handle, &op, true); !s) return s;
+    if (Status s = ops_.find(handle, &op, true); !s) return s;
     if (!count || (capacity && !traces)) return {Code::kInvalidArgument, "null trace output"};
     *count = op->parts.size();
     for (size_t i = 0; i < op->parts.size() && i < capacity; ++i) traces[i] = op->parts[i].trace;

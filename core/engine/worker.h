@@ -32,6 +32,10 @@
 // for the first gate. If the stream fails part-way, the REQUEST goes out
 // marked aborted, counting only the writes made: the server answers it
 // empty, so the slices come back and nothing half-written is handed out.
+//
+// Where it lives: the table of ops in flight and their handles in
+// inflight_table.h; staging, the gates and stream_wait's flags in
+// worker_stream.cpp (the flags: stream_flags.h); the rest in worker.cpp.
 #pragma once
 
 #include <atomic>
@@ -44,8 +48,10 @@
 
 #include "afmesh/afmesh.h"
 #include "engine_context.h"
+#include "inflight_table.h"
 #include "mailbox.h"
 #include "outbox.h"
+#include "stream_flags.h"
 #include "wire.h"
 
 namespace afmesh {
@@ -181,6 +187,10 @@ private:
     // Without ctx.mu: validate(), and the device work that may block: stage(),
     // stage_in_chunks(), release_gates(); deliver() either way. The rest with it.
     Status validate(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull) const;
+
+    // Push-pulls on a device stream: staging behind the stream, the gates
+    // that open as its work completes, and stream_wait's flags
+    // (worker_stream.cpp).
     /**
      * Stages the device tensors the transport cannot register: (*staged)[i]
      * for push i, [num_push + j] for pull j; left empty when nothing is staged.
@@ -196,17 +206,18 @@ private:
                            std::vector<Gate> *gates);
     /** Gives back events of gates that have not opened; `wait`: first waits for their stream work. */
     void release_gates(std::vector<Gate> &gates, bool wait) AFMESH_EXCLUDES(ctx_.mu);
-    /** Makes the op in `slot` (built) live under a new handle and posts what it can; with ctx.mu. */
-    void issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle) AFMESH_REQUIRES(ctx_.mu);
+    /** Holds back the device pushes of the op in `slot` (being issued, with gates) until open_gates() opens them. */
+    void watch_gates(uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
     /** Gives back an opened gate's event and lets its push be sent further; `first`: the op's first gate. */
     void open_gate(Op &op, Gate &gate, bool first) AFMESH_REQUIRES(ctx_.mu);
+    /** Lets a stream that stream_wait()ed for the settled op in `slot` proceed. */
+    void release_stream(uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
+
+    /** Makes the op built in `slot` (ops_.next_free()) live under a new handle and posts what it can; with ctx.mu. */
+    void issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle *handle) AFMESH_REQUIRES(ctx_.mu);
     /** Copies staged pulls to the device, once. */
     Status deliver(Op &op);
     void release_staging(Op &op) AFMESH_REQUIRES(ctx_.mu);
-    /** Lets a stream that stream_wait()ed for the settled op in `slot` proceed. */
-    void release_stream(uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
-    /** The op of a handle not yet waited (or, with `retired_ok`, waited but not yet reused). */
-    Status find_op(afmesh_handle handle, Op **op, bool retired_ok = false) AFMESH_REQUIRES(ctx_.mu);
     Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
                     const std::vector<Staging::Buffer> &staged) AFMESH_REQUIRES(ctx_.mu);
     /**
@@ -254,16 +265,14 @@ private:
     const int32_t rank_;
     const int32_t num_servers_;  // servers_.size(), for validate() without the lock
     std::vector<Server> servers_ AFMESH_GUARDED_BY(ctx_.mu);
-    // An op reached through a handle's slot (find_op) is read without the
+    // An op reached through a handle's slot (ops_.find) is read without the
     // lock once settled: the thread that waits for it owns it then.
-    std::vector<Op> ops_ AFMESH_GUARDED_BY(ctx_.mu);
-    std::deque<uint16_t> free_slots_ AFMESH_GUARDED_BY(ctx_.mu);  // FIFO, so retired results stay readable for a while
-    uint32_t next_sequence_ AFMESH_GUARDED_BY(ctx_.mu) = 1;
+    InflightTable<Op> ops_ AFMESH_GUARDED_BY(ctx_.mu);
     std::vector<uint8_t> scratch_ AFMESH_GUARDED_BY(ctx_.mu);  // message encoding buffer, reused
     std::vector<uint8_t> eager_ AFMESH_GUARDED_BY(ctx_.mu);    // an eager REQUEST's pushes, gathered; reused
     // REQUEST being encoded, reused so its vectors keep their capacity.
     wire::Request request_ AFMESH_GUARDED_BY(ctx_.mu);
-    std::vector<void *> flags_ AFMESH_GUARDED_BY(ctx_.mu);  // per slot, made by the first stream_wait on it
+    StreamFlags flags_ AFMESH_GUARDED_BY(ctx_.mu);  // per slot, made by the first stream_wait on it
     std::vector<Parked> gated_ AFMESH_GUARDED_BY(ctx_.mu);  // ops (slot, sequence) whose gate open_gates() watches
     std::atomic<size_t> num_gated_{0};  // gated_.size(), read without the lock
 };
