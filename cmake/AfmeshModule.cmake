@@ -13,7 +13,7 @@ function(afmesh_add_module kind name)
   endif()
   set(target afmesh_${kind}_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
-  # common/: thread_annotations.h, the one header a module shares with the core (see there why).
+  # common/: the support layer a module shares with the core (see common/thread_annotations.h why).
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/hal ${PROJECT_SOURCE_DIR}/common ${ARG_INCLUDES})
   if(kind STREQUAL "transport")
     # net_module.h: the C ABI edge every transport shares.

@@ -22,7 +22,7 @@
 
 #include "fuzz_support.h"
 #include "transports/fabric/address.h"
-#include "transports/fabric/byte_order.h"
+#include "byte_codec.h"
 #include "transports/fabric/wire.h"
 
 namespace {
@@ -96,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case kMessage: check_message(in.rest); break;
     case kAddress:
         if (in.rest.size() >= sizeof(uint32_t))
-            check_address(in.rest.subspan(sizeof(uint32_t)), fabric::load_le32(in.rest.data()));
+            check_address(in.rest.subspan(sizeof(uint32_t)), afmesh::load_le32(in.rest.data()));
         break;
     default: break;
     }

@@ -26,7 +26,7 @@
 #include "control/messages.h"
 #include "engine/wire.h"
 #include "transports/fabric/address.h"
-#include "transports/fabric/byte_order.h"
+#include "byte_codec.h"
 #include "transports/fabric/wire.h"
 #include "transports/ibverbs/wire.h"
 #include "transports/tcp/address.h"
@@ -271,7 +271,7 @@ void fabric_seeds(Corpus &corpus) {
         return cat({bytes, payload});
     };
     Bytes imm(fabric::kImmPayloadSize);
-    fabric::store_le32(imm.data(), 0x10002);
+    afmesh::store_le32(imm.data(), 0x10002);
     // Selector 0: one received message (fabric_wire_fuzz.cpp).
     corpus.add("fabric_wire", "hello", 0, message(fabric::MessageType::kHello, 0, 1, blob));
     corpus.add("fabric_wire", "accept", 0, message(fabric::MessageType::kAccept, 1, 2, blob));
@@ -281,7 +281,7 @@ void fabric_seeds(Corpus &corpus) {
     corpus.add("fabric_wire", "reject", 0, message(fabric::MessageType::kReject, 1, 0, {}));
     // Selector 1: the expected format, then a blob.
     Bytes format(4);
-    fabric::store_le32(format.data(), FI_SOCKADDR_IN);
+    afmesh::store_le32(format.data(), FI_SOCKADDR_IN);
     corpus.add("fabric_wire", "address", 1, cat({format, blob}));
 }
 

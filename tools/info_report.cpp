@@ -6,6 +6,7 @@
 
 #include "crypto.h"
 #include "log.h"
+#include "mem_kind_names.h"
 
 namespace afmesh::tool {
 namespace {
@@ -130,10 +131,9 @@ std::vector<std::string> cap_flag_names(uint32_t flags) {
 }
 
 std::vector<std::string> mem_kind_names(uint32_t mask) {
-    constexpr const char *kNames[AFMESH_MEM_KIND_COUNT] = {"host", "cuda", "hip", "ze"};
     std::vector<std::string> names;
     for (unsigned kind = 0; kind < AFMESH_MEM_KIND_COUNT; ++kind)
-        if (mask & AFMESH_MEM_BIT(kind)) names.push_back(kNames[kind]);
+        if (mask & AFMESH_MEM_BIT(kind)) names.push_back(mem_kind_name(kind));
     return names;
 }
 

@@ -27,7 +27,7 @@ bool all_devices_flush_remote_writes(int count) {
 }  // namespace
 
 int init(void **ctx) {
-    if (!ctx) return fail(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
+    if (!ctx) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
     *ctx = nullptr;
     int count = 0;  // cudaGetDeviceCount leaves it untouched when it fails
     const cudaError_t err = cudaGetDeviceCount(&count);
@@ -37,21 +37,22 @@ int init(void **ctx) {
     case cudaErrorInsufficientDriver:  // no libcuda.so.1 at all, or one older than this runtime
     case cudaErrorStubLibrary:         // the toolkit's stub libcuda.so was found instead of a driver
         (void)cudaGetLastError();
-        return fail(AFMESH_HAL_NOT_PRESENT, "no NVIDIA driver: %s: %s", cudaGetErrorName(err),
-                    cudaGetErrorString(err));
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no NVIDIA driver: %s: %s", cudaGetErrorName(err),
+                          cudaGetErrorString(err));
     case cudaErrorNoDevice:  // a driver, but no GPU (or CUDA_VISIBLE_DEVICES hides them all)
         (void)cudaGetLastError();
-        return fail(AFMESH_HAL_NOT_PRESENT, "no NVIDIA GPU: %s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no NVIDIA GPU: %s: %s", cudaGetErrorName(err),
+                          cudaGetErrorString(err));
     default:  // a driver that is present but broken (version mismatch, failed init...)
         return fail_runtime(err, "cudaGetDeviceCount");
     }
-    if (count == 0) return fail(AFMESH_HAL_NOT_PRESENT, "no NVIDIA GPU: cudaGetDeviceCount found 0 devices");
+    if (count == 0) return host_error(AFMESH_HAL_NOT_PRESENT, "no NVIDIA GPU: cudaGetDeviceCount found 0 devices");
 
     auto *c = new (std::nothrow) Context;
     if (c) c->devices.reset(new (std::nothrow) DeviceState[static_cast<size_t>(count)]);
     if (!c || !c->devices) {
         delete c;
-        return fail(AFMESH_HAL_NO_MEMORY, "init: out of memory");
+        return host_error(AFMESH_HAL_NO_MEMORY, "init: out of memory");
     }
     c->device_count = count;
     c->driver = resolve_driver_api();
@@ -59,9 +60,9 @@ int init(void **ctx) {
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);
     cudaDriverGetVersion(&driver);
-    module::log(AFMESH_LOG_DEBUG, "%d device(s), runtime %d, driver %d, flags %s, dma-buf export %s", count, runtime,
-                driver, c->driver.stream_wait_value32 ? "yes" : "no",
-                c->driver.get_handle_for_address_range ? "yes" : "no");
+    module::host_log(AFMESH_LOG_DEBUG, "%d device(s), runtime %d, driver %d, flags %s, dma-buf export %s", count,
+                     runtime, driver, c->driver.stream_wait_value32 ? "yes" : "no",
+                     c->driver.get_handle_for_address_range ? "yes" : "no");
     *ctx = c;
     return AFMESH_HAL_OK;
 }
@@ -79,7 +80,7 @@ void fini(void *ctx) {
 }
 
 int device_count(void *ctx, int *count) {
-    if (!count) return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
+    if (!count) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
     *count = context(ctx).device_count;
     return AFMESH_HAL_OK;
 }
@@ -87,7 +88,7 @@ int device_count(void *ctx, int *count) {
 int device_info(void *ctx, int device, afmesh_dev_info *info) {
     if (int rc = module::check_device(device, context(ctx).device_count, "device_info")) return rc;
     if (!info || info->struct_size < sizeof(afmesh_dev_info))
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
     cudaDeviceProp prop{};
     if (cudaError_t err = cudaGetDeviceProperties(&prop, device))
         return fail_runtime(err, "cudaGetDeviceProperties(%d)", device);

@@ -10,18 +10,18 @@ namespace afmesh::cuda {
 int dmabuf_export(void *ctx, const void *ptr, size_t bytes, int *fd, uint64_t *offset) {
     Context &c = context(ctx);
     if (!ptr || bytes == 0 || !fd || !offset)
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: null pointer or empty range");
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: null pointer or empty range");
     const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr);
-    if (begin + bytes < begin) return fail(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: range wraps around");
+    if (begin + bytes < begin) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: range wraps around");
     if (!c.driver.get_handle_for_address_range)
-        return fail(AFMESH_HAL_NOT_SUPPORTED,
-                    "the NVIDIA driver has no cuMemGetHandleForAddressRange (dma-buf export)");
+        return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                          "the NVIDIA driver has no cuMemGetHandleForAddressRange (dma-buf export)");
 
     cudaPointerAttributes attr{};
     if (cudaError_t err = cudaPointerGetAttributes(&attr, ptr))
         return fail_runtime(err, "cudaPointerGetAttributes(%p)", ptr);
     if (attr.type != cudaMemoryTypeDevice)
-        return fail(AFMESH_HAL_NOT_SUPPORTED, "dmabuf_export: %p is not CUDA device memory", ptr);
+        return host_error(AFMESH_HAL_NOT_SUPPORTED, "dmabuf_export: %p is not CUDA device memory", ptr);
 
     // The driver wants a range aligned to host pages: round [ptr, ptr+bytes)
     // outwards. cudaMalloc hands out memory from device pages of at least

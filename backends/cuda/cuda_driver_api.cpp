@@ -18,11 +18,11 @@ Fn resolve(const char *symbol, unsigned int cuda_version) {
     cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &fn, cuda_version, cudaEnableDefault, &found);
     if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {
         (void)cudaGetLastError();
-        module::log(AFMESH_LOG_INFO, "the NVIDIA driver has no %s (ABI of CUDA %u.%u): %s", symbol,
-                    cuda_version / 1000, cuda_version % 1000 / 10,
-                    err != cudaSuccess ? cudaGetErrorName(err)
-                    : found == cudaDriverEntryPointVersionNotSufficent ? "driver too old"
-                                                                        : "symbol not found");
+        module::host_log(AFMESH_LOG_INFO, "the NVIDIA driver has no %s (ABI of CUDA %u.%u): %s", symbol,
+                         cuda_version / 1000, cuda_version % 1000 / 10,
+                         err != cudaSuccess ? cudaGetErrorName(err)
+                         : found == cudaDriverEntryPointVersionNotSufficent ? "driver too old"
+                                                                            : "symbol not found");
         return nullptr;
     }
     return reinterpret_cast<Fn>(fn);

@@ -47,13 +47,13 @@ int fail_runtime(cudaError_t err, const char *call_fmt, ...) {
     vsnprintf(call, sizeof call, call_fmt, ap);
     va_end(ap);
     (void)cudaGetLastError();
-    return fail(status_of(err), "%s: %s: %s", call, cudaGetErrorName(err), cudaGetErrorString(err));
+    return host_error(status_of(err), "%s: %s: %s", call, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 int fail_driver(const DriverApi &driver, CUresult res, const char *call) {
     const char *name = nullptr;
     if (!driver.get_error_name || driver.get_error_name(res, &name) != CUDA_SUCCESS || !name) name = "CUresult";
-    return fail(status_of(res), "%s: %s (%d)", call, name, static_cast<int>(res));
+    return host_error(status_of(res), "%s: %s (%d)", call, name, static_cast<int>(res));
 }
 
 }  // namespace afmesh::cuda

@@ -40,14 +40,15 @@ Flag *as_flag(void *flag) { return static_cast<Flag *>(flag); }
 
 int require_stream_mem_ops(const Context &c) {
     if (c.driver.stream_wait_value32) return AFMESH_HAL_OK;
-    return fail(AFMESH_HAL_NOT_SUPPORTED, "the NVIDIA driver has no cuStreamWaitValue32 (stream memory operations)");
+    return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                      "the NVIDIA driver has no cuStreamWaitValue32 (stream memory operations)");
 }
 
 }  // namespace
 
 int flag_create(void *ctx, int device, void **flag) {
     Context &c = context(ctx);
-    if (!flag) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_create: null output");
+    if (!flag) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_create: null output");
     if (int rc = module::check_device(device, c.device_count, "flag_create")) return rc;
     if (int rc = require_stream_mem_ops(c)) return rc;
     ScopedDevice scope;
@@ -67,7 +68,7 @@ int flag_create(void *ctx, int device, void **flag) {
     Flag *f = new (std::nothrow) Flag{static_cast<uint32_t *>(host), reinterpret_cast<CUdeviceptr>(device_address)};
     if (!f) {
         cudaFreeHost(host);
-        return fail(AFMESH_HAL_NO_MEMORY, "flag_create: out of memory");
+        return host_error(AFMESH_HAL_NO_MEMORY, "flag_create: out of memory");
     }
     *flag = f;
     return AFMESH_HAL_OK;
@@ -77,7 +78,7 @@ int flag_create(void *ctx, int device, void **flag) {
 // passed the wait (as with any memory a stream still uses).
 int flag_destroy(void *, void *flag) {
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
     const cudaError_t err = cudaFreeHost(f->word);
     delete f;
     return err == cudaSuccess ? AFMESH_HAL_OK : fail_runtime(err, "cudaFreeHost(flag)");
@@ -85,19 +86,19 @@ int flag_destroy(void *, void *flag) {
 
 int flag_write(void *, void *flag, uint32_t value) {
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: null flag");
     std::atomic_ref<uint32_t> word(*f->word);
     uint32_t current = word.load(std::memory_order_relaxed);
     do {
         if (value == current) return AFMESH_HAL_OK;
         if (value < current)
-            return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: %u is below the flag's value %u; flags only increase",
-                        value, current);
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "flag_write: %u is below the flag's value %u; flags only increase", value, current);
         if (value - current >= kCyclicWindow)
-            return fail(AFMESH_HAL_INVALID_ARGUMENT,
-                        "flag_write: %u is 2^31 or more ahead of the flag's value %u, which the driver's cyclic "
-                        "comparison (cuStreamWaitValue32 GEQ) would read as the past",
-                        value, current);
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "flag_write: %u is 2^31 or more ahead of the flag's value %u, which the driver's cyclic "
+                              "comparison (cuStreamWaitValue32 GEQ) would read as the past",
+                              value, current);
         // Release: whatever the host wrote before publishing `value` is visible to
         // anyone (the GPU included) that observes it.
     } while (!word.compare_exchange_weak(current, value, std::memory_order_release, std::memory_order_relaxed));
@@ -107,17 +108,17 @@ int flag_write(void *, void *flag, uint32_t value) {
 int stream_wait_flag(void *ctx, void *stream, void *flag, uint32_t value) {
     Context &c = context(ctx);
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
     if (int rc = require_stream_mem_ops(c)) return rc;
     const uint32_t current = std::atomic_ref<uint32_t>(*f->word).load(std::memory_order_acquire);
     uint32_t target = value;
     if (value <= current) {
         target = current;
     } else if (value - current >= kCyclicWindow) {
-        return fail(AFMESH_HAL_INVALID_ARGUMENT,
-                    "stream_wait_flag: %u is 2^31 or more ahead of the flag's value %u, beyond what the driver's "
-                    "cyclic comparison (cuStreamWaitValue32 GEQ) can order",
-                    value, current);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "stream_wait_flag: %u is 2^31 or more ahead of the flag's value %u, beyond what the driver's "
+                          "cyclic comparison (cuStreamWaitValue32 GEQ) can order",
+                          value, current);
     }
     unsigned int flags = CU_STREAM_WAIT_VALUE_GEQ;
     if (c.flush_remote_writes_on_wait) flags |= CU_STREAM_WAIT_VALUE_FLUSH;

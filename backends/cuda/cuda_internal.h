@@ -19,7 +19,7 @@
 
 namespace afmesh::cuda {
 
-using module::fail;
+using module::host_error;
 
 /** Driver API functions the runtime API lacks; null when the installed driver has none. */
 struct DriverApi {

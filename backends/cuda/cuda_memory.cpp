@@ -50,7 +50,7 @@ int mem_alloc(void *ctx, int device, uint32_t where, size_t bytes, void **ptr) {
 
 int mem_free(void *, uint32_t where, void *ptr) {
     if (where != AFMESH_ALLOC_DEVICE && where != AFMESH_ALLOC_HOST_PINNED)
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "mem_free: unknown placement %u", where);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_free: unknown placement %u", where);
     if (!ptr) return AFMESH_HAL_OK;
     if (where == AFMESH_ALLOC_DEVICE) {
         if (cudaError_t err = cudaFree(ptr)) return fail_runtime(err, "cudaFree(%p)", ptr);
@@ -61,7 +61,7 @@ int mem_free(void *, uint32_t where, void *ptr) {
 }
 
 int pointer_query(void *, const void *ptr, uint32_t *kind, int *device) {
-    if (!ptr || !kind || !device) return fail(AFMESH_HAL_INVALID_ARGUMENT, "pointer_query: null argument");
+    if (!ptr || !kind || !device) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "pointer_query: null argument");
     int owner = -1;
     if (cudaError_t err = owning_device(ptr, &owner)) return fail_runtime(err, "cudaPointerGetAttributes(%p)", ptr);
     // Pinned and registered host memory is still host memory; managed memory
@@ -78,7 +78,7 @@ int pointer_query(void *, const void *ptr, uint32_t *kind, int *device) {
 // but the copy.
 int memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return AFMESH_HAL_OK;
-    if (!dst || !src) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_sync: null pointer");
+    if (!dst || !src) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_sync: null pointer");
     int device = -1;
     if (cudaError_t err = owning_device(dst, &device)) return fail_runtime(err, "cudaPointerGetAttributes(%p)", dst);
     if (device < 0) {
@@ -100,7 +100,7 @@ int memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
 
 int memcpy_async(void *, void *dst, const void *src, size_t bytes, void *stream) {
     if (bytes == 0) return AFMESH_HAL_OK;
-    if (!dst || !src) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_async: null pointer");
+    if (!dst || !src) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_async: null pointer");
     if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)))
         return fail_runtime(err, "cudaMemcpyAsync(%zu bytes)", bytes);
     return AFMESH_HAL_OK;

@@ -8,7 +8,7 @@
 namespace afmesh::hip {
 
 int init(void **ctx) {
-    if (!ctx) return fail(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
+    if (!ctx) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
     *ctx = nullptr;
     int count = 0;
     const hipError_t err = hipGetDeviceCount(&count);
@@ -17,20 +17,20 @@ int init(void **ctx) {
         break;
     case hipErrorNoDevice:  // no /dev/kfd, no GPU agent, or HIP_VISIBLE_DEVICES hides them all
         (void)hipGetLastError();
-        return fail(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: %s", hipGetErrorName(err));
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: %s", hipGetErrorName(err));
     case hipErrorInsufficientDriver:
         (void)hipGetLastError();
-        return fail(AFMESH_HAL_NOT_PRESENT, "no usable AMD driver: %s", hipGetErrorName(err));
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no usable AMD driver: %s", hipGetErrorName(err));
     default:
         return fail_hip(err, "hipGetDeviceCount");
     }
-    if (count == 0) return fail(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: hipGetDeviceCount found 0 devices");
+    if (count == 0) return host_error(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: hipGetDeviceCount found 0 devices");
 
     auto *c = new (std::nothrow) Context;
     if (c) c->devices.reset(new (std::nothrow) DeviceState[static_cast<size_t>(count)]);
     if (!c || !c->devices) {
         delete c;
-        return fail(AFMESH_HAL_NO_MEMORY, "init: out of memory");
+        return host_error(AFMESH_HAL_NO_MEMORY, "init: out of memory");
     }
     c->device_count = count;
     for (int device = 0; device < count; ++device) {
@@ -41,11 +41,11 @@ int init(void **ctx) {
         }
         c->devices[device].can_wait_on_memory = can_wait != 0;
         if (!can_wait)
-            module::log(AFMESH_LOG_INFO,
-                        "device %d cannot wait on memory (hipStreamWaitValue): its flag waits run as host callbacks",
-                        device);
+            module::host_log(
+                AFMESH_LOG_INFO,
+                "device %d cannot wait on memory (hipStreamWaitValue): its flag waits run as host callbacks", device);
     }
-    module::log(AFMESH_LOG_DEBUG, "%d device(s)", count);
+    module::host_log(AFMESH_LOG_DEBUG, "%d device(s)", count);
     *ctx = c;
     return AFMESH_HAL_OK;
 }
@@ -63,7 +63,7 @@ void fini(void *ctx) {
 }
 
 int device_count(void *ctx, int *count) {
-    if (!count) return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
+    if (!count) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
     *count = context(ctx).device_count;
     return AFMESH_HAL_OK;
 }
@@ -71,7 +71,7 @@ int device_count(void *ctx, int *count) {
 int device_info(void *ctx, int device, afmesh_dev_info *info) {
     if (int rc = module::check_device(device, context(ctx).device_count, "device_info")) return rc;
     if (!info || info->struct_size < sizeof(afmesh_dev_info))
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
     hipDeviceProp_t prop{};
     if (hipError_t err = hipGetDeviceProperties(&prop, device))
         return fail_hip(err, "hipGetDeviceProperties(%d)", device);

@@ -37,8 +37,8 @@ int fail_hip(hipError_t err, const char *call_fmt, ...) {
     const char *name = hipGetErrorName(err);
     const char *description = hipGetErrorString(err);
     // Some HIP releases return the name again as the description.
-    if (!description || strcmp(description, name) == 0) return fail(status_of(err), "%s: %s", call, name);
-    return fail(status_of(err), "%s: %s: %s", call, name, description);
+    if (!description || strcmp(description, name) == 0) return host_error(status_of(err), "%s: %s", call, name);
+    return host_error(status_of(err), "%s: %s: %s", call, name, description);
 }
 
 }  // namespace afmesh::hip

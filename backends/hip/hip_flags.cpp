@@ -79,7 +79,7 @@ hipError_t allocate_word(bool device_waits, Flag *f) {
 
 int flag_create(void *ctx, int device, void **flag) {
     Context &c = context(ctx);
-    if (!flag) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_create: null output");
+    if (!flag) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_create: null output");
     if (int rc = module::check_device(device, c.device_count, "flag_create")) return rc;
     ScopedDevice scope;
     if (hipError_t err = scope.enter(device)) return fail_hip(err, "hipSetDevice(%d)", device);
@@ -96,22 +96,22 @@ int flag_create(void *ctx, int device, void **flag) {
 // passed the wait (as with any memory a stream still uses).
 int flag_destroy(void *, void *flag) {
     std::unique_ptr<Flag> f(as_flag(flag));
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
     const hipError_t err = f->signal_memory ? hipFree(f->word) : hipHostFree(f->word);
     return err == hipSuccess ? AFMESH_HAL_OK : fail_hip(err, "freeing the flag's memory");
 }
 
 int flag_write(void *, void *flag, uint32_t value) {
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: null flag");
     auto word = flag_word(*f);
     uint64_t current = word.load(std::memory_order_relaxed);
     do {
         if (value == current) return AFMESH_HAL_OK;
         if (value < current)
-            return fail(AFMESH_HAL_INVALID_ARGUMENT,
-                        "flag_write: %u is below the flag's value %llu; flags only increase", value,
-                        static_cast<unsigned long long>(current));
+            return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                              "flag_write: %u is below the flag's value %llu; flags only increase", value,
+                              static_cast<unsigned long long>(current));
         // Release: what the host wrote before publishing `value` is visible to whoever observes it.
     } while (!word.compare_exchange_weak(current, value, std::memory_order_release, std::memory_order_relaxed));
     return AFMESH_HAL_OK;
@@ -119,7 +119,7 @@ int flag_write(void *, void *flag, uint32_t value) {
 
 int stream_wait_flag(void *, void *stream, void *flag, uint32_t value) {
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
     auto *s = static_cast<hipStream_t>(stream);
     if (f->wait_by == WaitBy::kDevice) {
         if (hipError_t err = hipStreamWaitValue64(s, f->word, value, hipStreamWaitValueGte, ~uint64_t{0}))
@@ -129,7 +129,7 @@ int stream_wait_flag(void *, void *stream, void *flag, uint32_t value) {
     // Already reached: the callback would return at once, so skip it.
     if (flag_word(*f).load(std::memory_order_acquire) >= value) return AFMESH_HAL_OK;
     auto *wait = new (std::nothrow) HostWait{f, value};
-    if (!wait) return fail(AFMESH_HAL_NO_MEMORY, "stream_wait_flag: out of memory");
+    if (!wait) return host_error(AFMESH_HAL_NO_MEMORY, "stream_wait_flag: out of memory");
     if (hipError_t err = hipStreamAddCallback(s, wait_on_host, wait, 0)) {
         delete wait;
         return fail_hip(err, "hipStreamAddCallback");

@@ -14,7 +14,7 @@
 
 namespace afmesh::hip {
 
-using module::fail;
+using module::host_error;
 
 /** Per-device state; the copy stream is created on first use so untouched devices stay untouched. */
 struct DeviceState {

@@ -5,7 +5,7 @@
 namespace afmesh::hip {
 
 int stream_create(void *ctx, int device, void **stream) {
-    if (!stream) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_create: null output");
+    if (!stream) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_create: null output");
     if (int rc = module::check_device(device, context(ctx).device_count, "stream_create")) return rc;
     ScopedDevice scope;
     if (hipError_t err = scope.enter(device)) return fail_hip(err, "hipSetDevice(%d)", device);
@@ -18,7 +18,7 @@ int stream_create(void *ctx, int device, void **stream) {
 }
 
 int stream_destroy(void *, void *stream) {
-    if (!stream) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_destroy: the null stream cannot be destroyed");
+    if (!stream) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_destroy: the null stream cannot be destroyed");
     if (hipError_t err = hipStreamDestroy(static_cast<hipStream_t>(stream))) return fail_hip(err, "hipStreamDestroy");
     return AFMESH_HAL_OK;
 }
@@ -30,7 +30,7 @@ int stream_sync(void *, void *stream) {
 }
 
 int event_create(void *ctx, int device, void **event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_create: null output");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_create: null output");
     if (int rc = module::check_device(device, context(ctx).device_count, "event_create")) return rc;
     ScopedDevice scope;
     if (hipError_t err = scope.enter(device)) return fail_hip(err, "hipSetDevice(%d)", device);
@@ -42,20 +42,20 @@ int event_create(void *ctx, int device, void **event) {
 }
 
 int event_destroy(void *, void *event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_destroy: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_destroy: null event");
     if (hipError_t err = hipEventDestroy(static_cast<hipEvent_t>(event))) return fail_hip(err, "hipEventDestroy");
     return AFMESH_HAL_OK;
 }
 
 int event_record(void *, void *event, void *stream) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_record: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_record: null event");
     if (hipError_t err = hipEventRecord(static_cast<hipEvent_t>(event), static_cast<hipStream_t>(stream)))
         return fail_hip(err, "hipEventRecord");
     return AFMESH_HAL_OK;
 }
 
 int event_query(void *, void *event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_query: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_query: null event");
     const hipError_t err = hipEventQuery(static_cast<hipEvent_t>(event));
     if (err == hipSuccess) return AFMESH_HAL_OK;
     if (err == hipErrorNotReady) {  // pending work is not an error
@@ -66,7 +66,7 @@ int event_query(void *, void *event) {
 }
 
 int event_sync(void *, void *event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_sync: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_sync: null event");
     if (hipError_t err = hipEventSynchronize(static_cast<hipEvent_t>(event)))
         return fail_hip(err, "hipEventSynchronize");
     return AFMESH_HAL_OK;

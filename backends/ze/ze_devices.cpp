@@ -94,20 +94,21 @@ ze_command_list_handle_t Context::list_for(void *stream) const {
 int current_device() { return t_current_device; }
 
 int init(void **ctx) {
-    if (!ctx) return fail(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
+    if (!ctx) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
     *ctx = nullptr;
     // Flags 0 (every driver type), not ZE_INIT_FLAG_GPU_ONLY: loaders before
     // 1.10 honour only the first zeInit of a process, and a library must not
     // narrow the drivers the application itself may want later.
     ze_result_t res = zeInit(0);
     if (res == ZE_RESULT_ERROR_UNINITIALIZED)  // the loader found no driver
-        return fail(AFMESH_HAL_NOT_PRESENT, "no Level Zero driver: zeInit: %s", result_name(res));
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no Level Zero driver: zeInit: %s", result_name(res));
     if (res != ZE_RESULT_SUCCESS) return fail_ze(res, "zeInit");
 
     uint32_t driver_count = 0;
     res = zeDriverGet(&driver_count, nullptr);
     if (res == ZE_RESULT_ERROR_UNINITIALIZED || (res == ZE_RESULT_SUCCESS && driver_count == 0))
-        return fail(AFMESH_HAL_NOT_PRESENT, "no Level Zero driver: zeDriverGet found none (%s)", result_name(res));
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no Level Zero driver: zeDriverGet found none (%s)",
+                          result_name(res));
     if (res != ZE_RESULT_SUCCESS) return fail_ze(res, "zeDriverGet");
     std::vector<ze_driver_handle_t> drivers(driver_count);
     if ((res = zeDriverGet(&driver_count, drivers.data()))) return fail_ze(res, "zeDriverGet");
@@ -125,14 +126,15 @@ int init(void **ctx) {
         }
     }
     if (gpus.empty())
-        return fail(AFMESH_HAL_NOT_PRESENT, "no Level Zero GPU: %u driver(s), none with a GPU device", driver_count);
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no Level Zero GPU: %u driver(s), none with a GPU device",
+                          driver_count);
 
     const ze_context_desc_t context_desc = {ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
     if ((res = zeContextCreate(c->driver, &context_desc, &c->context))) return fail_ze(res, "zeContextCreate");
     for (ze_device_handle_t gpu : gpus)
         if (int rc = set_up_device(*c, gpu)) return rc;
     c->events = std::make_unique<EventSlab>(c->context);
-    module::log(AFMESH_LOG_DEBUG, "%d GPU device(s)", c->device_count());
+    module::host_log(AFMESH_LOG_DEBUG, "%d GPU device(s)", c->device_count());
     *ctx = c.release();
     return AFMESH_HAL_OK;
 }
@@ -140,7 +142,7 @@ int init(void **ctx) {
 void fini(void *ctx) { delete static_cast<Context *>(ctx); }
 
 int device_count(void *ctx, int *count) {
-    if (!count) return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
+    if (!count) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_count: null output");
     *count = context(ctx).device_count();
     return AFMESH_HAL_OK;
 }
@@ -149,7 +151,7 @@ int device_info(void *ctx, int device, afmesh_dev_info *info) {
     Context &c = context(ctx);
     if (int rc = module::check_device(device, c.device_count(), "device_info")) return rc;
     if (!info || info->struct_size < sizeof(afmesh_dev_info))
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
     ze_device_handle_t handle = c.devices[device]->handle;
 
     ze_device_properties_t props{};

@@ -15,7 +15,7 @@ namespace afmesh::ze {
 int dmabuf_export(void *ctx, const void *ptr, size_t bytes, int *fd, uint64_t *offset) {
     Context &c = context(ctx);
     if (!ptr || bytes == 0 || !fd || !offset)
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: null pointer or empty range");
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: null pointer or empty range");
 
     void *base = nullptr;
     size_t size = 0;
@@ -23,8 +23,8 @@ int dmabuf_export(void *ctx, const void *ptr, size_t bytes, int *fd, uint64_t *o
         return fail_ze(res, "zeMemGetAddressRange(%p)", ptr);
     const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr), first = reinterpret_cast<uintptr_t>(base);
     if (!base || begin < first || bytes > size - (begin - first))
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "dmabuf_export: [%p, +%zu) is not inside one Level Zero allocation",
-                    ptr, bytes);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "dmabuf_export: [%p, +%zu) is not inside one Level Zero allocation", ptr, bytes);
 
     ze_external_memory_export_fd_t exported = {ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD, nullptr,
                                                ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF, -1};
@@ -34,10 +34,10 @@ int dmabuf_export(void *ctx, const void *ptr, size_t bytes, int *fd, uint64_t *o
     ze_device_handle_t device = nullptr;
     ze_result_t res = zeMemGetAllocProperties(c.context, base, &props, &device);
     if (res != ZE_RESULT_SUCCESS || exported.fd < 0)
-        return fail(AFMESH_HAL_NOT_SUPPORTED,
-                    "dmabuf_export: %p cannot be exported as a dma-buf (%s); only device memory from this module's "
-                    "mem_alloc on a device with dma-buf export can",
-                    ptr, result_name(res));
+        return host_error(AFMESH_HAL_NOT_SUPPORTED,
+                          "dmabuf_export: %p cannot be exported as a dma-buf (%s); only device memory from this "
+                          "module's mem_alloc on a device with dma-buf export can",
+                          ptr, result_name(res));
     *fd = exported.fd;
     *offset = begin - first;
     return AFMESH_HAL_OK;

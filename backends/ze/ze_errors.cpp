@@ -91,7 +91,7 @@ int fail_ze(ze_result_t res, const char *call_fmt, ...) {
     va_start(ap, call_fmt);
     vsnprintf(call, sizeof call, call_fmt, ap);
     va_end(ap);
-    return fail(status_of(res), "%s: %s (0x%x)", call, result_name(res), static_cast<unsigned>(res));
+    return host_error(status_of(res), "%s: %s (0x%x)", call, result_name(res), static_cast<unsigned>(res));
 }
 
 }  // namespace afmesh::ze

@@ -59,11 +59,11 @@ void reclaim_passed(Context &c, Flag &f) {
 }  // namespace
 
 int flag_create(void *ctx, int device, void **flag) {
-    if (!flag) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_create: null output");
+    if (!flag) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_create: null output");
     if (int rc = module::check_device(device, context(ctx).device_count(), "flag_create")) return rc;
     // Events are visible to every device of the context, so a flag is not tied to `device`.
     Flag *f = new (std::nothrow) Flag;
-    if (!f) return fail(AFMESH_HAL_NO_MEMORY, "flag_create: out of memory");
+    if (!f) return host_error(AFMESH_HAL_NO_MEMORY, "flag_create: out of memory");
     *flag = f;
     return AFMESH_HAL_OK;
 }
@@ -74,7 +74,7 @@ int flag_create(void *ctx, int device, void **flag) {
 int flag_destroy(void *ctx, void *flag) {
     Context &c = context(ctx);
     std::unique_ptr<Flag> f(as_flag(flag));
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
     std::lock_guard<std::mutex> lock(f->mutex);
     ze_result_t first_error = ZE_RESULT_SUCCESS;
     for (PendingWait &w : f->waits) {
@@ -94,11 +94,11 @@ int flag_destroy(void *ctx, void *flag) {
 int flag_write(void *ctx, void *flag, uint32_t value) {
     Context &c = context(ctx);
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: null flag");
     std::lock_guard<std::mutex> lock(f->mutex);
     if (value < f->value)
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "flag_write: %u is below the flag's value %u; flags only increase",
-                    value, f->value);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "flag_write: %u is below the flag's value %u; flags only increase", value, f->value);
     f->value = value;
     for (PendingWait &w : f->waits) {
         if (w.released || w.value > value) continue;
@@ -113,7 +113,7 @@ int flag_write(void *ctx, void *flag, uint32_t value) {
 int stream_wait_flag(void *ctx, void *stream, void *flag, uint32_t value) {
     Context &c = context(ctx);
     Flag *f = as_flag(flag);
-    if (!f) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
+    if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
     std::lock_guard<std::mutex> lock(f->mutex);
     reclaim_passed(c, *f);
 

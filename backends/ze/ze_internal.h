@@ -17,7 +17,7 @@
 
 namespace afmesh::ze {
 
-using module::fail;
+using module::host_error;
 
 struct DeviceState {
     ze_device_handle_t handle = nullptr;

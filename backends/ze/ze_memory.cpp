@@ -54,14 +54,14 @@ int mem_alloc(void *ctx, int device, uint32_t where, size_t bytes, void **ptr) {
 
 int mem_free(void *ctx, uint32_t where, void *ptr) {
     if (where != AFMESH_ALLOC_DEVICE && where != AFMESH_ALLOC_HOST_PINNED)
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "mem_free: unknown placement %u", where);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_free: unknown placement %u", where);
     if (!ptr) return AFMESH_HAL_OK;
     if (ze_result_t res = zeMemFree(context(ctx).context, ptr)) return fail_ze(res, "zeMemFree(%p)", ptr);
     return AFMESH_HAL_OK;
 }
 
 int pointer_query(void *ctx, const void *ptr, uint32_t *kind, int *device) {
-    if (!ptr || !kind || !device) return fail(AFMESH_HAL_INVALID_ARGUMENT, "pointer_query: null argument");
+    if (!ptr || !kind || !device) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "pointer_query: null argument");
     int owner = -1;
     if (ze_result_t res = owning_device(context(ctx), ptr, &owner))
         return fail_ze(res, "zeMemGetAllocProperties(%p)", ptr);
@@ -77,7 +77,7 @@ int pointer_query(void *ctx, const void *ptr, uint32_t *kind, int *device) {
 int memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
     Context &c = context(ctx);
     if (bytes == 0) return AFMESH_HAL_OK;
-    if (!dst || !src) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_sync: null pointer");
+    if (!dst || !src) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_sync: null pointer");
     int device = -1;
     if (ze_result_t res = owning_device(c, dst, &device)) return fail_ze(res, "zeMemGetAllocProperties(%p)", dst);
     if (device < 0) {
@@ -101,7 +101,7 @@ int memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
 int memcpy_async(void *ctx, void *dst, const void *src, size_t bytes, void *stream) {
     Context &c = context(ctx);
     if (bytes == 0) return AFMESH_HAL_OK;
-    if (!dst || !src) return fail(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_async: null pointer");
+    if (!dst || !src) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_async: null pointer");
     ze_command_list_handle_t list = c.list_for(stream);
     std::lock_guard<std::mutex> lock(c.list_locks.of(list));
     if (ze_result_t res = zeCommandListAppendBarrier(list, nullptr, 0, nullptr))

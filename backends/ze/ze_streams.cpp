@@ -39,7 +39,7 @@ ze_result_t create_immediate_list(const Context &c, const DeviceState &d, ze_com
 
 int stream_create(void *ctx, int device, void **stream) {
     Context &c = context(ctx);
-    if (!stream) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_create: null output");
+    if (!stream) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_create: null output");
     if (int rc = module::check_device(device, c.device_count(), "stream_create")) return rc;
     ze_command_list_handle_t list = nullptr;
     if (ze_result_t res = create_immediate_list(c, *c.devices[device], ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, &list))
@@ -53,7 +53,8 @@ int stream_create(void *ctx, int device, void **stream) {
 // list first gives the CUDA behaviour without the undefined one.
 int stream_destroy(void *ctx, void *stream) {
     Context &c = context(ctx);
-    if (!stream) return fail(AFMESH_HAL_INVALID_ARGUMENT, "stream_destroy: the default stream cannot be destroyed");
+    if (!stream)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_destroy: the default stream cannot be destroyed");
     auto list = static_cast<ze_command_list_handle_t>(stream);
     if (int rc = sync_list(c, list)) return rc;
     std::lock_guard<std::mutex> lock(c.list_locks.of(list));
@@ -68,7 +69,7 @@ int stream_sync(void *ctx, void *stream) {
 
 int event_create(void *ctx, int device, void **event) {
     Context &c = context(ctx);
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_create: null output");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_create: null output");
     if (int rc = module::check_device(device, c.device_count(), "event_create")) return rc;
     ze_event_handle_t e = nullptr;
     if (ze_result_t res = c.events->take(&e)) return fail_ze(res, "creating an event");
@@ -85,7 +86,7 @@ int event_create(void *ctx, int device, void **event) {
 // event must not go back to the slab while a list may still signal it, so a
 // pending event is waited for first (event destruction is off the hot path).
 int event_destroy(void *ctx, void *event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_destroy: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_destroy: null event");
     auto e = static_cast<ze_event_handle_t>(event);
     if (zeEventQueryStatus(e) == ZE_RESULT_NOT_READY) {
         if (ze_result_t res = zeEventHostSynchronize(e, UINT64_MAX))
@@ -100,7 +101,7 @@ int event_destroy(void *ctx, void *event) {
 // still pending on a list.
 int event_record(void *ctx, void *event, void *stream) {
     Context &c = context(ctx);
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_record: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_record: null event");
     auto e = static_cast<ze_event_handle_t>(event);
     if (ze_result_t res = zeEventHostReset(e)) return fail_ze(res, "zeEventHostReset");
     if (ze_result_t res = append_marker(c, c.list_for(stream), e)) return fail_ze(res, "zeCommandListAppendBarrier");
@@ -108,7 +109,7 @@ int event_record(void *ctx, void *event, void *stream) {
 }
 
 int event_query(void *, void *event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_query: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_query: null event");
     const ze_result_t res = zeEventQueryStatus(static_cast<ze_event_handle_t>(event));
     if (res == ZE_RESULT_SUCCESS) return AFMESH_HAL_OK;
     if (res == ZE_RESULT_NOT_READY) return AFMESH_HAL_AGAIN;
@@ -116,7 +117,7 @@ int event_query(void *, void *event) {
 }
 
 int event_sync(void *, void *event) {
-    if (!event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "event_sync: null event");
+    if (!event) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "event_sync: null event");
     if (ze_result_t res = zeEventHostSynchronize(static_cast<ze_event_handle_t>(event), UINT64_MAX))
         return fail_ze(res, "zeEventHostSynchronize");
     return AFMESH_HAL_OK;

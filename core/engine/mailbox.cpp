@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "byte_codec.h"
+
 namespace afmesh {
 
 Mailbox::Mailbox(MemoryRegistry &registry, uint32_t entries)
@@ -34,7 +36,7 @@ afmesh_net_write_seg Mailbox::stage(uint32_t entry, const std::vector<uint8_t> &
                                     const wire::MailboxAddress &peer) {
     uint8_t *slot = outgoing(entry);
     const auto len = static_cast<uint32_t>(message.size());
-    for (int i = 0; i < 4; ++i) slot[i] = static_cast<uint8_t>(len >> (8 * i));
+    store_le32(slot, len);
     memcpy(slot + 4, message.data(), len);
     afmesh_net_write_seg seg{};
     seg.src = slot;
@@ -50,8 +52,7 @@ Status Mailbox::read(uint32_t entry, const uint8_t **data, size_t *len) const {
         return {Code::kPeerFailed, "carrier names mailbox entry " + std::to_string(entry) + " of " +
                                        std::to_string(entries_)};
     const uint8_t *slot = incoming(entry);
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= uint32_t{slot[i]} << (8 * i);
+    const uint32_t n = load_le32(slot);
     if (n == 0 || n > kMaxMessageBytes)
         return {Code::kPeerFailed, "mailbox entry " + std::to_string(entry) + " holds " + std::to_string(n) +
                                        " bytes (at most " + std::to_string(kMaxMessageBytes) + ")"};

@@ -2,13 +2,9 @@
 #include "staging.h"
 
 #include "log.h"
+#include "mem_kind_names.h"
 
 namespace afmesh {
-
-const char *mem_kind_name(uint32_t kind) {
-    static const char *const kNames[] = {"host", "CUDA", "HIP", "Level Zero"};
-    return kind < AFMESH_MEM_KIND_COUNT ? kNames[kind] : "unknown";
-}
 
 Staging::~Staging() {
     for (const Buffer &b : all_) {
@@ -21,9 +17,9 @@ Staging::~Staging() {
 Status Staging::check_kind(uint32_t kind, const std::string &what) const {
     if (kind < AFMESH_MEM_KIND_COUNT && kind == dev().mem_kind) return Status::ok();
     return {Code::kNotSupported,
-            what + ": transport '" + transport_.name() + "' cannot register " + mem_kind_name(kind) +
+            what + ": transport '" + transport_.name() + "' cannot register " + mem_kind_display_name(kind) +
                 " memory, and device module '" + device_.name() + "' cannot stage it (it handles " +
-                mem_kind_name(dev().mem_kind) + " memory): set AFMESH_DEVICE to the module of that memory"};
+                mem_kind_display_name(dev().mem_kind) + " memory): set AFMESH_DEVICE to the module of that memory"};
 }
 
 Status Staging::acquire(uint64_t bytes, Buffer *out) {

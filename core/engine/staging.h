@@ -31,9 +31,6 @@
 
 namespace afmesh {
 
-/** "CUDA", "HIP", ...: for messages. */
-const char *mem_kind_name(uint32_t kind);
-
 /** Whether `transport` registers memory of `kind` itself (otherwise the engine stages it). */
 inline bool transport_registers(const Module &transport, uint32_t kind) {
     return kind < AFMESH_MEM_KIND_COUNT && (transport.net_caps().mem_kinds & AFMESH_MEM_BIT(kind));

@@ -1,72 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// What every transport module's C ABI edge needs, written once: the host
-// services the query call hands over (failure reasons, logging,
-// configuration), the afmesh_net_ops table that forwards each entry to the
-// module's Context class while keeping C++ exceptions (in practice only
-// std::bad_alloc) from crossing into C, the answer to afmesh_module_query,
-// and the caller's event array for poll(). Header-only, like
-// backends/common/module_support.h: each module is its own shared object
-// with hidden visibility and gets a private copy; no module links another.
+// What every transport module's C ABI edge needs, written once: the
+// afmesh_net_ops table that forwards each entry to the module's Context class
+// while keeping C++ exceptions (in practice only std::bad_alloc) from
+// crossing into C, the answer to afmesh_module_query, and the caller's event
+// array for poll(). The host services (failure reasons, logging,
+// configuration) are common/module_binding.h, which device modules share.
+// Header-only, like the binding: each module is its own shared object with
+// hidden visibility and gets a private copy; no module links another.
 #pragma once
 
-#include <atomic>
-#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
 
 #include "afmesh/hal/transport.h"
+#include "module_binding.h"
 
 namespace afmesh::net_module {
 
-struct HostBinding {
-    // Atomic: contexts on other threads may already be logging when a second
-    // copy of the module is queried (the services are the same each time).
-    std::atomic<const afmesh_host_services *> services{nullptr};
-    std::atomic<const char *> module_name{""};
-};
-
-/** This module's binding to the core, filled in by answer_query(). */
-inline HostBinding &host_binding() {
-    static HostBinding binding;
-    return binding;
-}
-
-/** Records why the current call fails (host->set_error) and returns `status`. */
-__attribute__((format(printf, 2, 3))) inline int host_error(int status, const char *fmt, ...) {
-    const afmesh_host_services *host = host_binding().services.load(std::memory_order_acquire);
-    if (!host || !host->set_error) return status;
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    host->set_error("%s", text);
-    return status;
-}
-
-/** Logs through the core's logger (which applies AFMESH_LOG_LEVEL). */
-__attribute__((format(printf, 2, 3))) inline void host_log(afmesh_log_level level, const char *fmt, ...) {
-    const HostBinding &binding = host_binding();
-    const afmesh_host_services *host = binding.services.load(std::memory_order_acquire);
-    if (!host || !host->log) return;
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    host->log(level, binding.module_name.load(std::memory_order_acquire), "%s", text);
-}
-
-/** A configuration value, or nullptr when it is unset or empty. */
-inline const char *host_config(const char *name) {
-    const afmesh_host_services *host = host_binding().services.load(std::memory_order_acquire);
-    const char *value = host && host->get_config ? host->get_config(name) : nullptr;
-    return value && *value ? value : nullptr;
-}
+using module::host_error;
 
 /** Runs `body`, turning an escaping exception into a status and a reason. */
 template <class Body>
@@ -225,10 +179,7 @@ private:
 template <class Context>
 int answer_query(uint32_t host_abi_major, const afmesh_host_services *host, afmesh_module_desc *out, const char *name,
                  const char *version) {
-    if (host) {
-        host_binding().module_name.store(name, std::memory_order_release);
-        host_binding().services.store(host, std::memory_order_release);
-    }
+    if (host) module::bind_host(host, name);
     if (host_abi_major != AFMESH_HAL_ABI_MAJOR)
         return host_error(AFMESH_HAL_UNSUPPORTED_VERSION, "the %s module implements ABI %d.x, the host speaks %u.x",
                           name, AFMESH_HAL_ABI_MAJOR, host_abi_major);

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "byte_order.h"
+#include "byte_codec.h"
 
 namespace afmesh::fabric {
 namespace {

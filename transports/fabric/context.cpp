@@ -15,16 +15,15 @@
 #include <cstring>
 
 #include "address.h"
-#include "byte_order.h"
+#include "byte_codec.h"
 #include "host.h"
+#include "mem_kind_names.h"
 #include "monotonic.h"
 #include "wire.h"
 
 namespace afmesh::fabric {
 namespace {
 
-constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
-static_assert(std::size(kMemKindNames) == AFMESH_MEM_KIND_COUNT);
 constexpr size_t kMaxTxDepth = 1024;
 constexpr uint64_t kDefaultHandshakeMs = 30000;
 // AFMESH_NET_MORE is a hint this module ignores: every operation is handed
@@ -352,7 +351,7 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
                           "mem_register: provider %s registers host memory only here, not %s memory (stage it "
                           "through pinned host memory; see `afmesh info`)",
                           fabric_.info->fabric_attr->prov_name,
-                          mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
+                          mem_kind_name(mem->kind));
     Reason why;
     Registration *region = nullptr;
     const int rc = registrar_->add(ptr, bytes, *mem, access, &region, rkey, &why);

@@ -10,13 +10,6 @@
 
 namespace afmesh::fabric {
 
-void Reason::format(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-}
-
 int status_of(int fi_error) {
     switch (fi_error) {
     case FI_EACCES:

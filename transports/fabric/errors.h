@@ -1,27 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // libfabric error codes as afmesh statuses, and CQ error entries decoded into
-// a status and a human-readable reason.
+// a status and a human-readable reason (common/failure_reason.h).
 #pragma once
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
 
-#include <cstdarg>
 #include <cstdint>
+
+#include "failure_reason.h"
 
 namespace afmesh::fabric {
 
-/** A short human-readable text, owned by its holder (no allocation on failure paths). */
-struct Reason {
-    char text[320] = {};
-    void format(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-};
-
-/** Why a connection failed: an afmesh_hal_status and a reason. */
-struct Failure {
-    int status = 0;
-    Reason reason;
-};
+/** The tree's failure reason, which the decoders and the progress path fill in. */
+using afmesh::Reason;
 
 /**
  * The afmesh status for a (positive) FI_E* / errno value from a data-path

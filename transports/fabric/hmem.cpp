@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include "afmesh/hal/module.h"
+#include "mem_kind_names.h"
 
 namespace afmesh::fabric {
 namespace {
@@ -11,14 +12,13 @@ namespace {
 struct DeviceRuntime {
     uint32_t kind;
     fi_hmem_iface iface;
-    const char *name;
     const char *library;  // what libfabric's FI_HMEM code for this iface loads
 };
 
 constexpr DeviceRuntime kRuntimes[] = {
-    {AFMESH_MEM_CUDA, FI_HMEM_CUDA, "cuda", "libcuda.so.1"},
-    {AFMESH_MEM_HIP, FI_HMEM_ROCR, "hip", "libhsa-runtime64.so.1"},
-    {AFMESH_MEM_ZE, FI_HMEM_ZE, "ze", "libze_loader.so.1"},
+    {AFMESH_MEM_CUDA, FI_HMEM_CUDA, "libcuda.so.1"},
+    {AFMESH_MEM_HIP, FI_HMEM_ROCR, "libhsa-runtime64.so.1"},
+    {AFMESH_MEM_ZE, FI_HMEM_ZE, "libze_loader.so.1"},
 };
 
 }  // namespace
@@ -32,7 +32,7 @@ HmemProbe HmemProbe::run() {
             probe.kinds_ |= AFMESH_MEM_BIT(r.kind);
         }
         if (!probe.summary_.empty()) probe.summary_ += ", ";
-        probe.summary_ += std::string(r.name) + " (" + r.library + (handle ? " loads)" : " missing)");
+        probe.summary_ += std::string(mem_kind_name(r.kind)) + " (" + r.library + (handle ? " loads)" : " missing)");
     }
     return probe;
 }

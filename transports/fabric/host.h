@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The core's services as the fabric module sees them (transports/common/net_module.h).
+// The core's services as the fabric module sees them (common/module_binding.h, transports/common/net_module.h).
 #pragma once
 
 #include "net_module.h"
 
 namespace afmesh::fabric {
 using net_module::EventSink;
-using net_module::host_config;
-using net_module::host_error;
-using net_module::host_log;
+using module::host_config;
+using module::host_error;
+using module::host_log;
 }  // namespace afmesh::fabric

@@ -8,7 +8,7 @@
 #include <cinttypes>
 
 #include "address.h"
-#include "byte_order.h"
+#include "byte_codec.h"
 #include "context.h"
 #include "host.h"
 #include "monotonic.h"

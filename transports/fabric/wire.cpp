@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "wire.h"
 
-#include "byte_order.h"
+#include "byte_codec.h"
 
 namespace afmesh::fabric {
 namespace {

@@ -17,13 +17,13 @@
 
 #include "host.h"
 #include "limits.h"
+#include "mem_kind_names.h"
 #include "side_channel.h"
 #include "wire.h"
 
 namespace afmesh::ibverbs {
 namespace {
 
-constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
 constexpr int kInitialCqSize = 4096;
 constexpr int kCqPerQp = static_cast<int>(kSendDepth + kRecvDepth);
 // AFMESH_NET_MORE is a hint this module ignores: every request is posted (and its doorbell rung) at once.
@@ -301,7 +301,7 @@ void Context::forget(Connection *conn) {
 
 int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, uint32_t access, afmesh_net_mr **mr,
                           afmesh_net_rkey *rkey) {
-    const char *kind = mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown";
+    const char *kind = mem_kind_name(mem->kind);
     if (mem->kind >= 32 || !(gpudirect_.mem_kinds() & AFMESH_MEM_BIT(mem->kind)))
         return host_error(AFMESH_HAL_NOT_SUPPORTED,
                           "mem_register: %s memory cannot be registered with %s (no dma-buf registration or "

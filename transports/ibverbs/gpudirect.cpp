@@ -4,14 +4,12 @@
 #include <unistd.h>
 
 #include "afmesh/hal/module.h"
+#include "mem_kind_names.h"
 
 namespace afmesh::ibverbs {
 namespace {
 
 bool exists(const char *path) { return access(path, F_OK) == 0; }
-
-constexpr const char *kKindNames[] = {"host", "cuda", "hip", "ze"};
-static_assert(sizeof kKindNames / sizeof *kKindNames == AFMESH_MEM_KIND_COUNT);
 
 }  // namespace
 
@@ -41,7 +39,7 @@ bool GpuDirect::peer_memory_for(uint32_t kind) const {
 std::string GpuDirect::describe() const {
     std::string text;
     for (uint32_t kind = AFMESH_MEM_CUDA; kind < AFMESH_MEM_KIND_COUNT; ++kind) {
-        text += std::string("memory ") + kKindNames[kind] + ": ";
+        text += std::string("memory ") + mem_kind_name(kind) + ": ";
         if (dmabuf && peer_memory_for(kind))
             text += "ibv_reg_dmabuf_mr when given a dma-buf, else ibv_reg_mr through the peer-memory client\n";
         else if (dmabuf)

@@ -6,22 +6,14 @@
 
 #include <cstring>
 
+#include "byte_codec.h"
+
 namespace afmesh::ibverbs {
 namespace {
 
 constexpr uint8_t kAddressMagic[4] = {'A', 'F', 'I', 'B'};
 constexpr uint8_t kHandshakeMagic[4] = {'A', 'F', 'I', 'Q'};
 constexpr uint32_t kMaxQpn = (1u << 24) - 1;  // QP numbers and PSNs are 24-bit on the wire
-
-void put16(uint8_t *p, uint16_t v) {
-    p[0] = static_cast<uint8_t>(v >> 8);
-    p[1] = static_cast<uint8_t>(v);
-}
-void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-}
-uint16_t get16(const uint8_t *p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t get32(const uint8_t *p) { return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3]; }
 
 bool valid_link(uint8_t link) { return link == kLinkInfiniBand || link == kLinkEthernet; }
 
@@ -35,15 +27,15 @@ void encode_address(const EndpointAddress &address, uint8_t out[kAddressSize]) {
     if (address.side_channel.ss_family == AF_INET) {
         const auto &v4 = reinterpret_cast<const sockaddr_in &>(address.side_channel);
         out[6] = 4;
-        put16(out + 8, ntohs(v4.sin_port));
+        store_be16(out + 8, ntohs(v4.sin_port));
         memcpy(out + 12, &v4.sin_addr, 4);
     } else {
         const auto &v6 = reinterpret_cast<const sockaddr_in6 &>(address.side_channel);
         out[6] = 6;
-        put16(out + 8, ntohs(v6.sin6_port));
+        store_be16(out + 8, ntohs(v6.sin6_port));
         memcpy(out + 12, &v6.sin6_addr, 16);
     }
-    put16(out + 10, address.lid);
+    store_be16(out + 10, address.lid);
     memcpy(out + 28, address.gid.raw, 16);
 }
 
@@ -62,7 +54,7 @@ bool decode_address(const void *blob, size_t size, EndpointAddress *out, std::st
                std::to_string(kWireVersion);
         return false;
     }
-    if (!valid_link(in[5]) || (in[6] != 4 && in[6] != 6) || get16(in + 8) == 0) {
+    if (!valid_link(in[5]) || (in[6] != 4 && in[6] != 6) || load_be16(in + 8) == 0) {
         *why = "malformed ibverbs address (link layer, address family or port)";
         return false;
     }
@@ -71,15 +63,15 @@ bool decode_address(const void *blob, size_t size, EndpointAddress *out, std::st
     if (in[6] == 4) {
         auto &v4 = reinterpret_cast<sockaddr_in &>(out->side_channel);
         v4.sin_family = AF_INET;
-        v4.sin_port = htons(get16(in + 8));
+        v4.sin_port = htons(load_be16(in + 8));
         memcpy(&v4.sin_addr, in + 12, 4);
     } else {
         auto &v6 = reinterpret_cast<sockaddr_in6 &>(out->side_channel);
         v6.sin6_family = AF_INET6;
-        v6.sin6_port = htons(get16(in + 8));
+        v6.sin6_port = htons(load_be16(in + 8));
         memcpy(&v6.sin6_addr, in + 12, 16);
     }
-    out->lid = get16(in + 10);
+    out->lid = load_be16(in + 10);
     memcpy(out->gid.raw, in + 28, 16);
     return true;
 }
@@ -91,9 +83,9 @@ void encode_handshake(HandshakeType type, const QpInfo &info, uint8_t out[kHands
     out[5] = static_cast<uint8_t>(type);
     out[6] = info.link;
     out[7] = info.mtu;
-    put32(out + 8, info.qpn);
-    put32(out + 12, info.psn);
-    put16(out + 16, info.lid);
+    store_be32(out + 8, info.qpn);
+    store_be32(out + 12, info.psn);
+    store_be16(out + 16, info.lid);
     memcpy(out + 20, info.gid.raw, 16);
 }
 
@@ -110,9 +102,9 @@ bool decode_handshake(const uint8_t in[kHandshakeSize], HandshakeType expected, 
     QpInfo info;
     info.link = in[6];
     info.mtu = in[7];
-    info.qpn = get32(in + 8);
-    info.psn = get32(in + 12);
-    info.lid = get16(in + 16);
+    info.qpn = load_be32(in + 8);
+    info.psn = load_be32(in + 12);
+    info.lid = load_be16(in + 16);
     memcpy(info.gid.raw, in + 20, 16);
     if (!valid_link(info.link) || info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096 || info.qpn == 0 ||
         info.qpn > kMaxQpn || info.psn > kMaxQpn) {

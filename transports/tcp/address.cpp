@@ -2,12 +2,13 @@
 #include "address.h"
 
 #include <arpa/inet.h>
-#include <endian.h>
 #include <netinet/in.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+
+#include "byte_codec.h"
 
 namespace afmesh::tcp {
 namespace {
@@ -19,8 +20,7 @@ static_assert(kAddrAt + 16 == kAddressBlobSize);
 
 bool encode_address(const SocketAddress &address, uint8_t *blob) {
     memset(blob, 0, kAddressBlobSize);
-    const uint32_t magic = htobe32(kAddressMagic);
-    memcpy(blob + kMagicAt, &magic, sizeof magic);
+    store_be32(blob + kMagicAt, kAddressMagic);
     blob[kVersionAt] = kAddressVersion;
     if (address.storage.ss_family == AF_INET) {
         const auto *in = reinterpret_cast<const sockaddr_in *>(&address.storage);
@@ -33,8 +33,7 @@ bool encode_address(const SocketAddress &address, uint8_t *blob) {
         const auto *in6 = reinterpret_cast<const sockaddr_in6 *>(&address.storage);
         blob[kFamilyAt] = 6;
         memcpy(blob + kPortAt, &in6->sin6_port, sizeof in6->sin6_port);
-        const uint32_t scope = htobe32(in6->sin6_scope_id);
-        memcpy(blob + kScopeAt, &scope, sizeof scope);
+        store_be32(blob + kScopeAt, in6->sin6_scope_id);
         memcpy(blob + kAddrAt, &in6->sin6_addr, sizeof in6->sin6_addr);
         return true;
     }
@@ -47,13 +46,11 @@ bool decode_address(const void *blob_ptr, size_t size, SocketAddress *out, Reaso
         why->format("a tcp address is %zu bytes, got %zu", kAddressBlobSize, blob ? size : 0);
         return false;
     }
-    uint32_t magic, scope;
+    const uint32_t magic = load_be32(blob + kMagicAt), scope = load_be32(blob + kScopeAt);
     uint16_t port;
-    memcpy(&magic, blob + kMagicAt, sizeof magic);
-    memcpy(&port, blob + kPortAt, sizeof port);
-    memcpy(&scope, blob + kScopeAt, sizeof scope);
-    if (be32toh(magic) != kAddressMagic) {
-        why->format("not a tcp transport address (magic 0x%08" PRIx32 ")", be32toh(magic));
+    memcpy(&port, blob + kPortAt, sizeof port);  // stays in network order
+    if (magic != kAddressMagic) {
+        why->format("not a tcp transport address (magic 0x%08" PRIx32 ")", magic);
         return false;
     }
     if (blob[kVersionAt] != kAddressVersion) {
@@ -82,7 +79,7 @@ bool decode_address(const void *blob_ptr, size_t size, SocketAddress *out, Reaso
         auto *in6 = reinterpret_cast<sockaddr_in6 *>(&out->storage);
         in6->sin6_family = AF_INET6;
         in6->sin6_port = port;
-        in6->sin6_scope_id = be32toh(scope);
+        in6->sin6_scope_id = scope;
         memcpy(&in6->sin6_addr, blob + kAddrAt, sizeof in6->sin6_addr);
         out->length = sizeof *in6;
         return true;

@@ -17,9 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "reason.h"
+#include "failure_reason.h"
 
 namespace afmesh::tcp {
+
+/** The tree's failure reason (common/failure_reason.h), which the decoders fill in. */
+using afmesh::Reason;
 
 inline constexpr uint32_t kAddressMagic = 0x41465441;  // "AFTA"
 inline constexpr uint8_t kAddressVersion = 1;

@@ -19,7 +19,7 @@
 #include "host.h"
 #include "frame_receiver.h"
 #include "frame_sender.h"
-#include "reason.h"
+#include "failure_reason.h"
 #include "thread_annotations.h"
 
 namespace afmesh::tcp {

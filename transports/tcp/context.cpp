@@ -16,14 +16,12 @@
 #include "address.h"
 #include "connection.h"
 #include "host.h"
+#include "mem_kind_names.h"
 #include "socket_io.h"
 #include "wire.h"
 
 namespace afmesh::tcp {
 namespace {
-
-constexpr const char *kMemKindNames[] = {"host", "cuda", "hip", "ze"};
-static_assert(std::size(kMemKindNames) == AFMESH_MEM_KIND_COUNT);
 
 // How long a closed connection waits for its peer to close too (Connection::close).
 constexpr auto kLinger = std::chrono::seconds(2);
@@ -281,7 +279,7 @@ int Context::mem_register(void *ptr, size_t bytes, const afmesh_net_mem *mem, ui
         return host_error(AFMESH_HAL_NOT_SUPPORTED,
                           "mem_register: the tcp transport registers host memory only, not %s memory (stage it "
                           "through pinned host memory)",
-                          mem->kind < AFMESH_MEM_KIND_COUNT ? kMemKindNames[mem->kind] : "unknown");
+                          mem_kind_name(mem->kind));
     Region *region = regions_.add(static_cast<uint8_t *>(ptr), bytes, access);
     if (!region) return host_error(AFMESH_HAL_ERROR, "mem_register: no random region id: getrandom: %s", strerror(errno));
     *mr = reinterpret_cast<afmesh_net_mr *>(region);

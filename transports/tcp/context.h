@@ -30,6 +30,7 @@
 
 #include "afmesh/hal/transport.h"
 #include "counters.h"
+#include "failure_reason.h"
 #include "host.h"
 #include "region_table.h"
 #include "thread_annotations.h"
@@ -38,7 +39,6 @@ namespace afmesh::tcp {
 
 class Connection;
 struct OutgoingFrame;
-struct Reason;
 
 /** Writes up to this size are copied at post time (caps.max_inline). */
 inline constexpr uint32_t kMaxInline = 256;

@@ -23,7 +23,7 @@
 #include "afmesh/hal/transport.h"
 #include "counters.h"
 #include "host.h"
-#include "reason.h"
+#include "failure_reason.h"
 #include "region_table.h"
 #include "wire.h"
 

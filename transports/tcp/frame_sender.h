@@ -10,7 +10,7 @@
 #include "copy_fifo.h"
 #include "counters.h"
 #include "host.h"
-#include "reason.h"
+#include "failure_reason.h"
 #include "send_queue.h"
 #include "wire.h"
 

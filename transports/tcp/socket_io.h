@@ -7,7 +7,7 @@
 #include <sys/uio.h>
 
 #include "address.h"
-#include "reason.h"
+#include "failure_reason.h"
 
 namespace afmesh::tcp {
 

@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "wire.h"
 
-#include <endian.h>
-
 #include <cinttypes>
-#include <cstring>
+
+#include "byte_codec.h"
 
 namespace afmesh::tcp {
 namespace {
@@ -14,50 +13,22 @@ constexpr size_t kMagicAt = 0, kVersionAt = 4, kTypeAt = 5, kReserved16At = 6, k
                  kKeyAt = 16, kOffsetAt = 24, kLengthAt = 32;
 static_assert(kLengthAt + sizeof(uint64_t) == kFrameHeaderSize);
 
-void put16(uint8_t *p, uint16_t v) {
-    v = htobe16(v);
-    memcpy(p, &v, sizeof v);
-}
-void put32(uint8_t *p, uint32_t v) {
-    v = htobe32(v);
-    memcpy(p, &v, sizeof v);
-}
-void put64(uint8_t *p, uint64_t v) {
-    v = htobe64(v);
-    memcpy(p, &v, sizeof v);
-}
-uint16_t get16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return be16toh(v);
-}
-uint32_t get32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return be32toh(v);
-}
-uint64_t get64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return be64toh(v);
-}
-
 }  // namespace
 
 void encode_frame_header(const FrameHeader &header, uint8_t *out) {
-    put32(out + kMagicAt, kFrameMagic);
+    store_be32(out + kMagicAt, kFrameMagic);
     out[kVersionAt] = kProtocolVersion;
     out[kTypeAt] = static_cast<uint8_t>(header.type);
-    put16(out + kReserved16At, 0);
-    put32(out + kImmAt, header.imm);
-    put32(out + kReserved32At, 0);
-    put64(out + kKeyAt, header.key);
-    put64(out + kOffsetAt, header.offset);
-    put64(out + kLengthAt, header.length);
+    store_be16(out + kReserved16At, 0);
+    store_be32(out + kImmAt, header.imm);
+    store_be32(out + kReserved32At, 0);
+    store_be64(out + kKeyAt, header.key);
+    store_be64(out + kOffsetAt, header.offset);
+    store_be64(out + kLengthAt, header.length);
 }
 
 bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why) {
-    if (uint32_t magic = get32(in + kMagicAt); magic != kFrameMagic) {
+    if (uint32_t magic = load_be32(in + kMagicAt); magic != kFrameMagic) {
         why->format("bad frame magic 0x%08" PRIx32 " (expected 0x%08" PRIx32
                     "): not an afmesh tcp peer, or the stream lost its framing",
                     magic, kFrameMagic);
@@ -67,14 +38,14 @@ bool decode_frame_header(const uint8_t *in, FrameHeader *out, Reason *why) {
         why->format("frame of protocol version %u, this module speaks version %u", in[kVersionAt], kProtocolVersion);
         return false;
     }
-    if (get16(in + kReserved16At) != 0 || get32(in + kReserved32At) != 0) {
+    if (load_be16(in + kReserved16At) != 0 || load_be32(in + kReserved32At) != 0) {
         why->format("frame header has non-zero reserved fields");
         return false;
     }
-    out->imm = get32(in + kImmAt);
-    out->key = get64(in + kKeyAt);
-    out->offset = get64(in + kOffsetAt);
-    out->length = get64(in + kLengthAt);
+    out->imm = load_be32(in + kImmAt);
+    out->key = load_be64(in + kKeyAt);
+    out->offset = load_be64(in + kOffsetAt);
+    out->length = load_be64(in + kLengthAt);
     switch (const uint8_t type = in[kTypeAt]) {
     case static_cast<uint8_t>(FrameType::kWriteImm): out->type = FrameType::kWriteImm; return true;
     case static_cast<uint8_t>(FrameType::kWrite):

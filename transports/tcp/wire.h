@@ -27,9 +27,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "reason.h"
+#include "failure_reason.h"
 
 namespace afmesh::tcp {
+
+/** The tree's failure reason (common/failure_reason.h), which the decoders fill in. */
+using afmesh::Reason;
 
 inline constexpr uint32_t kFrameMagic = 0x41464d54;  // "AFMT"
 /** 2: the WRITE frame (write_imm_v). A peer of another version is refused at its first frame. */
