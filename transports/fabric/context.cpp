@@ -17,6 +17,7 @@
 #include "address.h"
 #include "byte_codec.h"
 #include "host.h"
+#include "libfabric_api.h"
 #include "mem_kind_names.h"
 #include "monotonic.h"
 #include "wire.h"
@@ -48,8 +49,11 @@ std::string mr_mode_names(uint64_t mode) {
 int Context::create(afmesh_net_caps *caps, Context **out) {
     std::unique_ptr<Context> context(new Context());
     Reason why;
+    int rc = rule_out_without_libfabric(&why);
+    if (rc != AFMESH_HAL_OK) return host_error(rc, "%s", why.text);
+    if (!load_libfabric(&why)) return host_error(AFMESH_HAL_NOT_PRESENT, "%s", why.text);
     context->hmem_ = HmemProbe::run();
-    int rc = select_provider(context->hmem_, &context->selection_, &why);
+    rc = select_provider(context->hmem_, &context->selection_, &why);
     if (rc != AFMESH_HAL_OK) return host_error(rc, "%s", why.text);
     if ((rc = context->open_fabric(caps, &why)) != AFMESH_HAL_OK) return host_error(rc, "init: %s", why.text);
     host_log(AFMESH_LOG_INFO, "provider %s, domain %s", context->fabric_.info->fabric_attr->prov_name,
@@ -61,22 +65,22 @@ int Context::create(afmesh_net_caps *caps, Context **out) {
 int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
     fi_info *info = selection_.info;
     fabric_.info = info;
-    int rc = fi_fabric(info->fabric_attr, &fabric_.fabric, nullptr);
+    int rc = libfabric().fabric(info->fabric_attr, &fabric_.fabric, nullptr);
     if (rc != 0) {
         fabric_.fabric = nullptr;
-        why->format("fi_fabric(%s): %s", info->fabric_attr->prov_name, fi_strerror(-rc));
+        why->format("fi_fabric(%s): %s", info->fabric_attr->prov_name, fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     if ((rc = fi_domain(fabric_.fabric, info, &fabric_.domain, nullptr)) != 0) {
         fabric_.domain = nullptr;
-        why->format("fi_domain(%s): %s", info->domain_attr->name, fi_strerror(-rc));
+        why->format("fi_domain(%s): %s", info->domain_attr->name, fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     fi_av_attr av_attr{};
     av_attr.type = info->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info->domain_attr->av_type;
     if ((rc = fi_av_open(fabric_.domain, &av_attr, &fabric_.av, nullptr)) != 0) {
         fabric_.av = nullptr;
-        why->format("fi_av_open: %s", fi_strerror(-rc));
+        why->format("fi_av_open: %s", fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     fabric_.mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
@@ -175,7 +179,7 @@ Context::~Context() {
     if (fabric_.av) fi_close(&fabric_.av->fid);
     if (fabric_.domain) fi_close(&fabric_.domain->fid);
     if (fabric_.fabric) fi_close(&fabric_.fabric->fid);
-    if (selection_.info) fi_freeinfo(selection_.info);
+    if (selection_.info) libfabric().freeinfo(selection_.info);
     for (int fd : {epoll_fd_, wake_fd_, timer_fd_})
         if (fd >= 0) ::close(fd);
 }
@@ -240,7 +244,7 @@ int Context::insert_address(const std::vector<uint8_t> &raw, fi_addr_t *out, Rea
     fi_addr_t inserted = FI_ADDR_NOTAVAIL;
     const int rc = fi_av_insert(fabric_.av, raw.data(), 1, &inserted, 0, nullptr);
     if (rc != 1) {
-        why->format("fi_av_insert: %s", rc < 0 ? fi_strerror(-rc) : "the provider refused the address");
+        why->format("fi_av_insert: %s", rc < 0 ? fabric_strerror(-rc) : "the provider refused the address");
         return AFMESH_HAL_INVALID_ARGUMENT;
     }
     addresses_.emplace(raw, inserted);
@@ -518,7 +522,7 @@ int Context::describe(char *buf, size_t len) {
              "endpoints open: %zu (%s)\n",
              selection_.survey.c_str(), info->fabric_attr->prov_name, info->domain_attr->name,
              requested ? "AFMESH_FABRIC_PROVIDER" : "libfabric's choice; set AFMESH_FABRIC_PROVIDER",
-             FI_MAJOR(fi_version()), FI_MINOR(fi_version()), mr_mode_names(fabric_.mr_mode).c_str(),
+             FI_MAJOR(libfabric().version()), FI_MINOR(libfabric().version()), mr_mode_names(fabric_.mr_mode).c_str(),
              info->domain_attr->cq_data_size,
              fabric_.tagged_writes ? "the immediate, tagged with the target connection" : "the immediate",
              fabric_.recv_consumes_data ? "; remote writes consume posted receives (FI_RX_CQ_DATA)" : "",

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "host.h"
+#include "libfabric_api.h"
 #include "wire.h"
 
 namespace afmesh::fabric {
@@ -59,32 +60,32 @@ int Endpoint::open(Fabric &fabric, Registrar &registrar, std::unique_ptr<Endpoin
     int rc = fi_cq_open(fabric.domain, &cq_attr, &e->cq_, nullptr);
     if (rc != 0) {
         e->cq_ = nullptr;
-        why->format("fi_cq_open: %s", fi_strerror(-rc));
+        why->format("fi_cq_open: %s", fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     if (fabric.wait_fd && (rc = fi_control(&e->cq_->fid, FI_GETWAIT, &e->wait_fd_)) != 0) {
-        why->format("fi_control(FI_GETWAIT): %s", fi_strerror(-rc));
+        why->format("fi_control(FI_GETWAIT): %s", fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     rc = fi_endpoint(fabric.domain, fabric.info, &e->ep_, nullptr);
     if (rc != 0) {
         e->ep_ = nullptr;
-        why->format("fi_endpoint: %s", fi_strerror(-rc));
+        why->format("fi_endpoint: %s", fabric_strerror(-rc));
         return rc == -FI_ENOMEM ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR;
     }
     if (fabric.unique_names && (rc = name_uniquely(e->ep_)) != 0) {
-        why->format("fi_setname: %s", fi_strerror(-rc));
+        why->format("fi_setname: %s", fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     if ((rc = fi_ep_bind(e->ep_, &fabric.av->fid, 0)) != 0 ||
         (rc = fi_ep_bind(e->ep_, &e->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(e->ep_)) != 0) {
-        why->format("binding and enabling the endpoint: %s", fi_strerror(-rc));
+        why->format("binding and enabling the endpoint: %s", fabric_strerror(-rc));
         return AFMESH_HAL_ERROR;
     }
     e->raw_address_.resize(256);
     size_t len = e->raw_address_.size();
     if ((rc = fi_getname(&e->ep_->fid, e->raw_address_.data(), &len)) != 0 || len == 0 || len > 256) {
-        why->format("fi_getname: %s", rc ? fi_strerror(-rc) : "bad length");
+        why->format("fi_getname: %s", rc ? fabric_strerror(-rc) : "bad length");
         return AFMESH_HAL_ERROR;
     }
     e->raw_address_.resize(len);
@@ -148,7 +149,7 @@ int Endpoint::add_receives(size_t count, Reason *why) {
         slot.desc = desc;
         const int rc = static_cast<int>(fi_recv(ep_, slot.data, kMessageBufferSize, desc, FI_ADDR_UNSPEC, &slot.fi));
         if (rc != 0) {
-            why->format("posting receive %zu of %zu: %s", receives_ + i, receives_ + count, fi_strerror(-rc));
+            why->format("posting receive %zu of %zu: %s", receives_ + i, receives_ + count, fabric_strerror(-rc));
             receives_ += i;
             return AFMESH_HAL_ERROR;
         }
@@ -236,7 +237,7 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
             fabric_.counters.add(kPostsRefused);
             return AFMESH_HAL_AGAIN;
         }
-        why->format("%s: %s", op.is_write ? "fi_writemsg" : "fi_send", fi_strerror(-rc));
+        why->format("%s: %s", op.is_write ? "fi_writemsg" : "fi_send", fabric_strerror(-rc));
         return status_of(-rc);
     }
     fabric_.counters.add(op.is_write ? kWritePosts : kSendPosts);
@@ -338,7 +339,7 @@ void Endpoint::repost(RecvSlot *slot) {
         fabric_.counters.add(kCqReads);
     }
     if (rc == 0) fabric_.counters.add(kRecvPosts);
-    if (rc != 0) host_log(AFMESH_LOG_WARN, "reposting a receive buffer: %s; one fewer posted", fi_strerror(-rc));
+    if (rc != 0) host_log(AFMESH_LOG_WARN, "reposting a receive buffer: %s; one fewer posted", fabric_strerror(-rc));
 }
 
 }  // namespace afmesh::fabric

@@ -4,6 +4,7 @@
 #include <rdma/fi_errno.h>
 
 #include "afmesh/hal/module.h"
+#include "libfabric_api.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -44,7 +45,7 @@ bool read_cq_error(fid_cq *cq, fi_cq_err_entry *entry, const char *what, Failure
     // FI_ECANCELED with the target's errno as provider error: that is ACCESS.
     if (entry->prov_errno == ENOENT || entry->prov_errno == EACCES || entry->prov_errno == EPERM)
         failure->status = AFMESH_HAL_ACCESS;
-    failure->reason.format("%s: %s (provider error %d: %s)", what, fi_strerror(entry->err), entry->prov_errno,
+    failure->reason.format("%s: %s (provider error %d: %s)", what, fabric_strerror(entry->err), entry->prov_errno,
                            detail ? detail : "no detail");
     return true;
 }

@@ -11,6 +11,7 @@
 #include "byte_codec.h"
 #include "context.h"
 #include "host.h"
+#include "libfabric_api.h"
 #include "monotonic.h"
 #include "wire.h"
 
@@ -160,7 +161,7 @@ void Context::progress(Endpoint *endpoint) {
             continue;
         }
         if (got < 0) {
-            host_log(AFMESH_LOG_WARN, "fi_cq_read: %s", fi_strerror(static_cast<int>(-got)));
+            host_log(AFMESH_LOG_WARN, "fi_cq_read: %s", fabric_strerror(static_cast<int>(-got)));
             return;
         }
         for (ssize_t i = 0; i < got; ++i) on_completion(endpoint, entries[i]);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "provider.h"
 
+#include <dirent.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -13,6 +14,7 @@
 
 #include "afmesh/hal/module.h"
 #include "host.h"
+#include "libfabric_api.h"
 
 namespace afmesh::fabric {
 namespace {
@@ -26,12 +28,15 @@ constexpr int kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR
 constexpr size_t kMinCqData = 4;
 
 struct InfoDeleter {
-    void operator()(fi_info *info) const { fi_freeinfo(info); }
+    void operator()(fi_info *info) const { libfabric().freeinfo(info); }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
+// fi_allocinfo(), which is an inline call of fi_dupinfo(NULL).
+InfoPtr allocate_info() { return InfoPtr(libfabric().dupinfo(nullptr)); }
+
 InfoPtr make_hints(const char *provider, bool hmem) {
-    InfoPtr hints(fi_allocinfo());
+    InfoPtr hints = allocate_info();
     if (!hints) return hints;
     hints->caps = kCaps | (hmem ? FI_HMEM : 0);
     hints->mode = kModes;
@@ -49,7 +54,7 @@ InfoPtr make_hints(const char *provider, bool hmem) {
 // (and crosses hosts, which shm cannot); naming one in AFMESH_FABRIC_PROVIDER
 // still uses it. `sockets` is also slow here (milliseconds per operation).
 bool is_software(const fi_info *info) {
-    static const char *const kSoftware[] = {"sockets", "tcp", "udp", "shm", "sm2"};
+    static const char *const kSoftware[] = {"sockets", "tcp", "net", "udp", "shm", "sm2"};
     // Layered providers read "tcp;ofi_rxm": the core provider is the first name.
     const char *name = info->fabric_attr->prov_name;
     const size_t core_len = strcspn(name, ";");
@@ -84,10 +89,10 @@ std::string software_names(const fi_info *candidates) {
 // A survey of every RDM provider and domain libfabric offers, with the verdict on each.
 std::string survey(const fi_info *candidates, const fi_info *chosen, const char *requested) {
     fi_info *all = nullptr;
-    InfoPtr hints(fi_allocinfo());
+    InfoPtr hints = allocate_info();
     if (hints) hints->ep_attr->type = FI_EP_RDM;
     std::string out;
-    if (fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &all) != 0 || !all)
+    if (libfabric().getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &all) != 0 || !all)
         return "libfabric offers no RDM provider at all\n";
     InfoPtr owner(all);
     std::set<std::string> seen;
@@ -118,7 +123,35 @@ std::string survey(const fi_info *candidates, const fi_info *chosen, const char 
     return out;
 }
 
+// Kernel device classes that list every device a hardware provider drives:
+// RDMA devices (verbs, efa, usnic and psm3, and psm2 and opx on hfi1) and
+// HPE Slingshot's cxi.
+constexpr const char *kDeviceClasses[] = {"sys/class/infiniband", "sys/class/cxi"};
+
+bool lists_a_device(const std::string &dir) {
+    DIR *d = opendir(dir.c_str());
+    if (!d) return false;
+    bool found = false;
+    while (const dirent *e = readdir(d))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) found = true;
+    closedir(d);
+    return found;
+}
+
 }  // namespace
+
+int rule_out_without_libfabric(Reason *why) {
+    if (const char *requested = host_config("AFMESH_FABRIC_PROVIDER"); requested && *requested) return AFMESH_HAL_OK;
+    const char *sysfs_root = host_config("AFMESH_SYSFS_ROOT");
+    std::string root = sysfs_root ? sysfs_root : "";
+    if (root.empty() || root.back() != '/') root += '/';
+    for (const char *device_class : kDeviceClasses)
+        if (lists_a_device(root + device_class)) return AFMESH_HAL_OK;
+    why->format("no fabric hardware: %s%s and %s%s list no device; software providers are used only when "
+                "AFMESH_FABRIC_PROVIDER names one (e.g. shm, 'tcp;ofi_rxm')",
+                root.c_str(), kDeviceClasses[0], root.c_str(), kDeviceClasses[1]);
+    return AFMESH_HAL_NOT_PRESENT;
+}
 
 int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
     const char *requested = host_config("AFMESH_FABRIC_PROVIDER");
@@ -130,10 +163,10 @@ int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
             why->format("fi_allocinfo failed");
             return AFMESH_HAL_NO_MEMORY;
         }
-        const int rc = fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &candidates);
+        const int rc = libfabric().getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints.get(), &candidates);
         if (rc == 0 && candidates) break;
         candidates = nullptr;
-        if (rc != -FI_ENODATA && rc != 0) host_log(AFMESH_LOG_DEBUG, "fi_getinfo: %s", fi_strerror(-rc));
+        if (rc != -FI_ENODATA && rc != 0) host_log(AFMESH_LOG_DEBUG, "fi_getinfo: %s", fabric_strerror(-rc));
         if (!with_hmem) break;
         with_hmem = false;  // device memory is optional: the engine stages through host memory
     }
@@ -153,7 +186,7 @@ int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
                         software_names(candidates).c_str());
         return AFMESH_HAL_NOT_PRESENT;
     }
-    out->info = fi_dupinfo(chosen);
+    out->info = libfabric().dupinfo(chosen);
     if (!out->info) {
         why->format("fi_dupinfo failed");
         return AFMESH_HAL_NO_MEMORY;

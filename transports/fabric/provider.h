@@ -27,6 +27,15 @@ struct Selection {
 };
 
 /**
+ * NOT_PRESENT, with the reason in `why`, when the automatic choice
+ * (AFMESH_FABRIC_PROVIDER unset) could only come up empty: it takes hardware
+ * providers alone, and each drives a device the kernel lists in sysfs (under
+ * AFMESH_SYSFS_ROOT). Answers without loading libfabric (libfabric_api.h);
+ * OK when libfabric must be asked.
+ */
+int rule_out_without_libfabric(Reason *why);
+
+/**
  * Picks the provider. OK with `out->info` set; NOT_PRESENT (reason in `why`)
  * when no usable provider exists; ERROR for a broken libfabric.
  */

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "hmem.h"
+#include "libfabric_api.h"
 
 namespace afmesh::fabric {
 namespace {
@@ -63,7 +64,7 @@ int Registrar::register_raw(void *ptr, size_t bytes, uint32_t kind, int device, 
         if (!choose_key) break;
     }
     if (rc != 0) {
-        why->format("fi_mr_regattr(%zu bytes): %s", bytes, fi_strerror(-rc));
+        why->format("fi_mr_regattr(%zu bytes): %s", bytes, fabric_strerror(-rc));
         *mr = nullptr;
         return rc == -FI_ENOMEM ? AFMESH_HAL_NO_MEMORY : AFMESH_HAL_ERROR;
     }
