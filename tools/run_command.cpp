@@ -34,6 +34,7 @@ struct RunOptions {
     std::string scheduler = "127.0.0.1:0";
     std::string only = "all";  // all | servers (with the scheduler) | workers
     int timeout_s = 0;         // 0: none
+    bool timing = false;       // report how long the processes took to start, and the scheduler's phases
     std::vector<std::string> program;
 };
 
@@ -56,6 +57,10 @@ std::string resolve(const std::string &program) {
     return program;
 }
 
+// With --timing the scheduler logs its account of the start-up phases, at
+// info; a user's more verbose level stays.
+bool verbose_enough(const std::string &level) { return level == "info" || level == "debug" || level == "trace"; }
+
 std::vector<std::string> node_env(const RunOptions &o, const char *role, int rank) {
     std::vector<std::string> env;
     for (char **e = environ; *e; ++e) {
@@ -70,6 +75,13 @@ std::vector<std::string> node_env(const RunOptions &o, const char *role, int ran
     env.push_back("AFMESH_SCHEDULER=" + o.scheduler);
     env.push_back("AFMESH_NUM_WORKERS=" + std::to_string(o.workers));
     env.push_back("AFMESH_NUM_SERVERS=" + std::to_string(o.servers));
+    if (o.timing && rank < 0) {
+        const char *level = getenv("AFMESH_LOG_LEVEL");
+        if (!level || !verbose_enough(level)) {
+            std::erase_if(env, [](const std::string &s) { return s.rfind("AFMESH_LOG_LEVEL=", 0) == 0; });
+            env.push_back("AFMESH_LOG_LEVEL=info");
+        }
+    }
     return env;
 }
 
@@ -127,13 +139,16 @@ int run(RunOptions &o) {
     // Spawned from this thread, which lives as long as the launcher: the
     // children die when the thread that started them does.
     ProcessGroup group(true);
+    int spawned = 0;
     auto start = [&](const std::string &name, const std::string &path, std::vector<std::string> argv,
                      std::vector<std::string> env) {
         Status s = group.spawn({name, path, std::move(argv), std::move(env)});
         if (!s) fprintf(stderr, "afmesh run: %s\n", s.message().c_str());
+        spawned += s.is_ok();
         return s.is_ok();
     };
     bool started = true;
+    const auto launched = std::chrono::steady_clock::now();
     if (o.only != "workers")
         started &= start("scheduler", resolve("afmesh"), {"afmesh", "scheduler"}, node_env(o, "scheduler", -1));
     if (o.only != "workers")
@@ -142,6 +157,9 @@ int run(RunOptions &o) {
     if (o.only != "servers")
         for (int w = 0; w < o.workers && started; ++w)
             started &= start("worker " + std::to_string(w), program, o.program, node_env(o, "worker", w));
+    if (o.timing && started)
+        fprintf(stderr, "afmesh run: started %d processes in %.3f s; the scheduler reports the start-up phases\n",
+                spawned, std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count());
     auto deadline = o.timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s)
                                     : std::chrono::steady_clock::time_point::max();
     Status result =
@@ -174,6 +192,9 @@ Runner define_run(CLI::App &command) {
                     "'workers' = the workers, pointed at host A's --scheduler (host B)")
         ->capture_default_str()
         ->check(CLI::IsMember({"all", "servers", "workers"}));
+    command.add_flag("--timing", o->timing,
+                     "say how long starting the processes took, and have the scheduler log when every node had "
+                     "joined, when the roster went out and when every node was connected to its peers");
     cli::add_count(command, "--timeout", o->timeout_s, "stop everything after this many seconds (exit 1); 0: never")
         ->type_name("SECONDS");
     command.add_option("program", o->program, "the program each node runs, and its arguments (after --)")

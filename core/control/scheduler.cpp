@@ -26,6 +26,7 @@
 #include "control/options_check.h"
 #include "control/rendezvous.h"
 #include "control/socket_util.h"
+#include "control/startup_timeline.h"
 #include "control/waker.h"
 #include "log.h"
 #include "log_limiter.h"
@@ -45,6 +46,10 @@ constexpr size_t kMaxQueuedBytes = 64u << 20;
 constexpr auto kAcceptBackoff = milliseconds(100);
 
 enum class PeerPhase { kGreeting, kJoined, kMember, kClosing };
+
+// Every node enters its first barrier over everyone once its data plane is
+// connected (Node::start): the scheduler's start-up timeline ends there.
+constexpr uint64_t kStartupBarrier = 1;
 
 // Each node of the roster gets a random incarnation (never 0, which means
 // none), so a later process under the same role and rank cannot pass for it.
@@ -95,7 +100,8 @@ public:
           waker_(std::move(waker)),
           cluster_key_(cluster_key),
           rendezvous_(options),
-          barriers_(options.num_workers, options.num_servers) {
+          barriers_(options.num_workers, options.num_servers),
+          timeline_(Clock::now()) {
         summary_ = join_summary();
         thread_ = std::thread([this] { run(); });
     }
@@ -161,6 +167,7 @@ private:
     std::optional<MemberTable> members_;  // from the roster on
     std::map<NodeId, PeerId> member_peers_;
     BarrierTracker barriers_;
+    StartupTimeline timeline_;
     std::vector<PeerId> progress_due_;  // peers owed a PROGRESS at the end of this iteration
     ProgressMsg progress_;              // the current one: join before the roster, stop after
     bool state_changed_ = false;
@@ -322,7 +329,9 @@ void SchedulerImpl::on_hello(Peer &p, const Frame &frame) {
     }
     p.phase = PeerPhase::kJoined;
     p.role = m.hello.role;
-    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: %s (requested rank %d) joined from %s; still missing %u worker(s), %u server(s)",
+    timeline_.joined(m.hello.requested_rank >= 0 ? node_name({p.role, m.hello.requested_rank}) : p.name(), Clock::now());
+    // Debug, as every per-node line here: info is a handful of lines per cluster, whatever its size.
+    AFMESH_LOG(AFMESH_LOG_DEBUG, "scheduler: %s (requested rank %d) joined from %s; still missing %u worker(s), %u server(s)",
                role_name(p.role), m.hello.requested_rank, p.endpoint.c_str(), rendezvous_.workers_missing(),
                rendezvous_.servers_missing());
     state_changed_ = true;
@@ -362,6 +371,7 @@ void SchedulerImpl::publish_roster() {
         member_peers_[node] = peer;
         p.writer.queue(MessageType::kRoster, with_your_rank(payload, node.rank));
     }
+    timeline_.roster_sent(Clock::now());
     AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: roster complete: %d worker(s), %d server(s)", options_.num_workers,
                options_.num_servers);
 }
@@ -373,6 +383,7 @@ void SchedulerImpl::on_barrier(Peer &p, const Frame &frame) {
         return protocol_error(p, {Code::kInvalidArgument, p.name() + " entered a barrier over " +
                                                               group_name(m.group) + ", which it is not part of"});
     }
+    if (m.group == BarrierGroup::kAll && m.seq == kStartupBarrier) timeline_.connected(p.name(), Clock::now());
     std::optional<BarrierRelease> released;
     if (Status s = barriers_.arrive(p.node, m.group, m.seq, members_->unavailable(m.group), &released); !s) {
         return protocol_error(p, s);
@@ -382,7 +393,7 @@ void SchedulerImpl::on_barrier(Peer &p, const Frame &frame) {
 
 void SchedulerImpl::on_stop(Peer &p) {
     if (!members_->mark_stopped(p.node)) return;  // a repeated STOP changes nothing
-    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: %s is stopping", p.name().c_str());
+    AFMESH_LOG(AFMESH_LOG_DEBUG, "scheduler: %s is stopping", p.name().c_str());
     member_unavailable(p.node, p.name() + " has stopped");
     state_changed_ = true;
     progress_due_.push_back(p.id);
@@ -454,6 +465,9 @@ void SchedulerImpl::flush(Peer &p) {
 }
 
 void SchedulerImpl::send_release(const BarrierRelease &release) {
+    if (release.group == BarrierGroup::kAll && release.seq == kStartupBarrier && release.status)
+        AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: %s",
+                   timeline_.summary(options_.num_workers, options_.num_servers, Clock::now()).c_str());
     for (NodeId node : release.nodes) {
         if (Peer *p = member_peer(node)) {
             queue_message(p->writer, BarrierDoneMsg{release.group, release.seq, release.status});

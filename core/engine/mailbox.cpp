@@ -8,10 +8,13 @@
 namespace afmesh {
 
 Mailbox::Mailbox(MemoryRegistry &registry, uint32_t entries)
-    : registry_(registry), entries_(entries), memory_(new uint8_t[size_t{2} * entries * kSlotBytes]()) {}
+    : registry_(registry),
+      entries_(entries),
+      memory_(static_cast<uint8_t *>(calloc(size_t{2} * entries, kSlotBytes))) {}
 
 Status Mailbox::create(MemoryRegistry &registry, uint32_t entries, std::unique_ptr<Mailbox> *out) {
     std::unique_ptr<Mailbox> mailbox(new Mailbox(registry, entries));
+    if (!mailbox->memory_) return {Code::kNoMemory, "no memory for a mailbox of " + std::to_string(entries) + " entries"};
     if (Status s = registry.add(mailbox->memory_.get(), size_t{2} * entries * kSlotBytes, AFMESH_MEM_HOST, -1,
                                 &mailbox->registration_);
         !s)

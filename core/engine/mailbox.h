@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -58,9 +59,16 @@ private:
     uint8_t *incoming(uint32_t entry) const { return memory_.get() + size_t{entry} * kSlotBytes; }
     uint8_t *outgoing(uint32_t entry) const { return incoming(entries_ + entry); }
 
+    struct FreeMemory {
+        void operator()(uint8_t *memory) const { free(memory); }
+    };
+
     MemoryRegistry &registry_;
     const uint32_t entries_;
-    std::unique_ptr<uint8_t[]> memory_;
+    // calloc'd: an allocation this size is the kernel's zero pages, faulted
+    // in only where entries are used. Zeroing it up front made start-up
+    // grow with peers squared: 3 GiB written across a 192 x 64 cluster.
+    std::unique_ptr<uint8_t, FreeMemory> memory_;
     const Registration *registration_ = nullptr;
 };
 

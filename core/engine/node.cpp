@@ -78,6 +78,7 @@ Status Node::create(const Config &config, Role role, std::unique_ptr<Node> *out)
 }
 
 Status Node::start() {
+    const Clock::time_point began = Clock::now();
     // Before any thread that reads them starts.
     heartbeat_interval_ = config_ms(config_, "AFMESH_HEARTBEAT_MS");
     peer_timeout_ = config_ms(config_, "AFMESH_PEER_TIMEOUT_MS");
@@ -100,6 +101,7 @@ Status Node::start() {
                        placement_.nic.c_str(), device_id);
     }
     if (Status s = select_module(config_, AFMESH_MODULE_TRANSPORT, &transport_); !s) return s;
+    const Clock::time_point modules_chosen = Clock::now();
 
     // The device module's memory is staged through pinned host memory when the transport cannot register it.
     const uint32_t device_kind = device_->device().mem_kind;
@@ -128,6 +130,7 @@ Status Node::start() {
     const auto deadline = Clock::now() + config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS");
     auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
     if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
+    const Clock::time_point joined = Clock::now();
 
     set_log_identity(role_name(role_), rank());  // from here on, this node's lines say who wrote them
     counters_ = std::make_unique<NodeCounters>(role_ == Role::kWorker ? num_servers() : num_workers());
@@ -154,8 +157,17 @@ Status Node::start() {
     if (Status s = progress_->start(placement_.cpus); !s) return s;
     ticker_ = std::make_unique<Ticker>(heartbeat_interval_, [this](Clock::time_point now) { tick(now); });
     if (Status s = connect_data_plane(deadline); !s) return s;
+    const Clock::time_point connected = Clock::now();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    return control_->barrier(BarrierGroup::kAll, std::max(left, std::chrono::milliseconds(1)));
+    Status released = control_->barrier(BarrierGroup::kAll, std::max(left, std::chrono::milliseconds(1)));
+    // Beside the scheduler's account of the cluster, this node's: which phase kept it.
+    auto ms = [began](Clock::time_point at) {
+        return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(at - began).count());
+    };
+    AFMESH_LOG(AFMESH_LOG_DEBUG, "start-up: modules chosen after %lld ms, joined after %lld ms, connected to every "
+                                 "peer after %lld ms, start-up barrier after %lld ms",
+               ms(modules_chosen), ms(joined), ms(connected), ms(Clock::now()));
+    return released;
 }
 
 Status Node::connect_data_plane(Clock::time_point deadline) {
@@ -178,28 +190,21 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
             worker_->attach_server(static_cast<int32_t>(s), conn);
         }
     }
-    // Wait for every server's handshake (worker) or every worker's (server).
-    const int expected = static_cast<int>(roster.servers.size());
-    auto settled = [this, expected] {
+    {
         MutexLock lock(&mu_);
-        assert_engines_locked();
-        if (!connect_failure_) return true;
-        return role_ == Role::kWorker ? connected_ == expected : server_->all_workers_attached();
-    };
-    while (!settled()) {
-        if (Clock::now() >= deadline)
-            return {Code::kTimeout, role_ == Role::kWorker ? "not every server accepted the connection in time"
-                                                           : "not every worker connected in time"};
-        if (role_ == Role::kServer) accept_pending();
-        (void)progress_->wait_until([] { return false; }, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
+        note_handshake_progress_locked();  // a handshake may have ended before the wait below starts
+    }
+    // Wait for every server's handshake (worker) or every worker's (server),
+    // woken by the handshake's messages alone: a timed re-check here woke
+    // every node of a big cluster on one host a thousand times a second, and
+    // their spinning starved the handshakes.
+    if (Status s = progress_->wait_until([this] { return data_plane_settled_.load(); }, deadline); !s) {
+        if (s.code() != Code::kTimeout) return s;
+        return {Code::kTimeout, role_ == Role::kWorker ? "not every server accepted the connection in time"
+                                                       : "not every worker connected in time"};
     }
     MutexLock lock(&mu_);
     return connect_failure_;
-}
-
-void Node::accept_pending() {
-    MutexLock lock(&mu_);
-    accept_pending_locked();
 }
 
 // Every accepted connection must complete the handshake within the peer
@@ -326,6 +331,19 @@ void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const 
     }
     if (!s) return refuse_locked(conn, s);
     link.last_heard = Clock::now();
+    note_handshake_progress_locked();
+}
+
+// Sets data_plane_settled_ once start() has nothing more to wait for, and
+// wakes it: handshakes complete on whichever thread polls.
+void Node::note_handshake_progress_locked() {
+    if (data_plane_settled_.load()) return;
+    assert_engines_locked();
+    const bool settled = !connect_failure_ || (role_ == Role::kWorker ? connected_ == num_servers()
+                                                                        : server_->all_workers_attached());
+    if (!settled) return;
+    data_plane_settled_.store(true);
+    progress_->notify_waiters();
 }
 
 Status Node::send_handshake_locked(afmesh_net_conn *conn, const Link &link, const std::vector<uint8_t> &message,
@@ -357,6 +375,7 @@ void Node::refuse_locked(afmesh_net_conn *conn, const Status &why) {
     if (role_ == Role::kWorker) {
         fail_peer(peer, why);
         if (connect_failure_) connect_failure_ = {why.code(), who + ": " + why.message()};
+        note_handshake_progress_locked();
     }
     counters_->connections_refused.add();
     uint64_t held_back = 0;

@@ -91,8 +91,8 @@ private:
     Status start();
     Status start_embedded_scheduler();
     Status connect_data_plane(Clock::time_point deadline) AFMESH_EXCLUDES(mu_);
-    void accept_pending() AFMESH_EXCLUDES(mu_);
     void accept_pending_locked() AFMESH_REQUIRES(mu_);
+    void note_handshake_progress_locked() AFMESH_REQUIRES(mu_);
     void say_goodbye() AFMESH_EXCLUDES(mu_);
     void farewell_done_locked(afmesh_net_conn *conn) AFMESH_REQUIRES(mu_);
     bool flush_engines_locked() AFMESH_REQUIRES(mu_);
@@ -143,6 +143,10 @@ private:
     std::unordered_map<afmesh_net_conn *, Link> links_ AFMESH_GUARDED_BY(mu_);  // every open data connection
     int connected_ AFMESH_GUARDED_BY(mu_) = 0;       // worker: servers whose handshake has completed
     Status connect_failure_ AFMESH_GUARDED_BY(mu_);  // worker: why a server could not be reached during start()
+    // Every handshake start() waits for has completed, or one failed: read
+    // without mu_ by that wait, whose predicate may run under Progress's
+    // wait_mu_ (which ranks below mu_).
+    std::atomic<bool> data_plane_settled_{false};
     // Connections whose BYE has not left yet (say_goodbye); the count is read by waiters without the lock.
     std::unordered_set<afmesh_net_conn *> farewells_ AFMESH_GUARDED_BY(mu_);
     std::atomic<size_t> farewells_left_{0};
