@@ -6,12 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <climits>
 #include <algorithm>
-#include <map>
-#include <cstddef>
 #include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstddef>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "log.h"
@@ -298,6 +299,14 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
     // handles) set by query and init: load one at a time.
     static Mutex load_mu;
     MutexLock lock(&load_mu);
+    // Timed whatever the outcome: a slow probe costs every process that starts.
+    struct ProbeTimer {
+        ModuleRecord &record;
+        std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+        ~ProbeTimer() {
+            record.probe_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+        }
+    } timer{record};
     auto fail = [&record](ModuleState state, Code code, std::string reason) {
         record.state = state;
         record.reason = reason;
@@ -398,6 +407,8 @@ Status select_module(const Config &config, afmesh_module_kind kind, std::unique_
         }
         Status s = load_module(*it, out);
         if (report) report->push_back(*it);
+        AFMESH_LOG(AFMESH_LOG_DEBUG, "%s module '%s' probed in %.1f ms: %s", kind_word(kind), name.c_str(),
+                   it->probe_ms, module_state_name(it->state));
         if (s) {
             AFMESH_LOG(AFMESH_LOG_INFO, "%s module '%s' selected (%s)", kind_word(kind), name.c_str(), it->path.c_str());
             return s;

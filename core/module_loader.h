@@ -35,6 +35,7 @@ struct ModuleRecord {
     std::string version;  // from the descriptor, once queried
     unsigned abi_major = 0, abi_minor = 0;
     std::string details;  // a loaded transport's own account (ABI 1.1 describe), one item per line
+    double probe_ms = 0;  // how long dlopen, the query and init() took, once tried (whatever the outcome)
 };
 
 /** A loaded and initialised module: owns the dlopen handle and the module context. */

@@ -28,6 +28,7 @@ ordered_json module_json(const ModuleRecord &m) {
             {"reason", m.reason},
             {"version", string_or_null(!m.version.empty(), m.version)},
             {"abi", string_or_null(m.abi_major != 0, abi_text(m))},
+            {"probe_ms", was_probed(m) ? ordered_json(m.probe_ms) : ordered_json(nullptr)},
             {"details", details}};
 }
 

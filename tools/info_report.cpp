@@ -123,6 +123,10 @@ std::string abi_text(const ModuleRecord &record) {
     return std::to_string(record.abi_major) + "." + std::to_string(record.abi_minor);
 }
 
+bool was_probed(const ModuleRecord &record) {
+    return record.state != ModuleState::kFound && record.state != ModuleState::kShadowed;
+}
+
 std::vector<std::string> cap_flag_names(uint32_t flags) {
     std::vector<std::string> names;
     if (flags & AFMESH_NET_CAP_ORDERED) names.push_back("ordered");

@@ -69,6 +69,8 @@ void write_topology_text(const InfoReport &report, const Config &config, FILE *o
 const char *module_kind_name(afmesh_module_kind kind);
 /** "major.minor" of the ABI a module answered with (major 0: it never answered). */
 std::string abi_text(const ModuleRecord &record);
+/** Whether the loader tried `record` (dlopen, query, init()), so that its probe time means something. */
+bool was_probed(const ModuleRecord &record);
 /** Names of the AFMESH_NET_CAP_* bits set in `flags`. */
 std::vector<std::string> cap_flag_names(uint32_t flags);
 /** Names of the memory kinds in an AFMESH_MEM_BIT mask. */

@@ -42,6 +42,12 @@ std::string human_bytes(uint64_t bytes) {
     return buf;
 }
 
+std::string probe_time_text(const ModuleRecord &m) {
+    char text[32];
+    snprintf(text, sizeof text, "%.1f ms", m.probe_ms);
+    return text;
+}
+
 void write_search_path(const InfoReport &report, FILE *out) {
     fprintf(out, "Module search path:\n");
     for (size_t i = 0; i < report.search_dirs.size(); ++i)
@@ -62,6 +68,7 @@ void write_modules(const InfoReport &report, FILE *out) {
         std::vector<std::string> told;
         if (!m.version.empty()) told.push_back("version " + m.version);
         if (m.abi_major != 0) told.push_back("ABI " + abi_text(m));
+        if (was_probed(m)) told.push_back("probed in " + probe_time_text(m));
         std::string detail = told.empty() ? "" : "  (" + join(told, ", ") + ")";
         fprintf(out, "      %s%s\n", m.path.c_str(), detail.c_str());
         if (!m.details.empty()) write_indented(out, m.details, "        ");
