@@ -1,26 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
 // Probing the HIP runtime (init/fini) and describing and selecting devices.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <new>
+#include <string>
 
 #include "hip_internal.h"
 
 namespace afmesh::hip {
+namespace {
+
+// ROCm's runtime finds GPUs through the AMD kernel driver (KFD: /dev/kfd and
+// its topology under /sys/class/kfd) and answers hipErrorNoDevice without
+// it. Loading the runtime to hear that costs tens of milliseconds per
+// process (hip_runtime_table.h), so a host without the driver is answered
+// from sysfs. AFMESH_SYSFS_ROOT stands for "/", as for the PCI topology.
+int require_kfd_driver() {
+    const char *sysfs_root = module::host_config("AFMESH_SYSFS_ROOT");
+    std::string kfd = sysfs_root ? sysfs_root : "/";
+    if (kfd.back() != '/') kfd += '/';
+    kfd += "sys/class/kfd";
+    struct stat st;
+    if (stat(kfd.c_str(), &st) == 0) return AFMESH_HAL_OK;
+    if (errno == ENOENT) return host_error(AFMESH_HAL_NOT_PRESENT, "no AMD GPU driver: %s is missing", kfd.c_str());
+    return host_error(AFMESH_HAL_NOT_PRESENT, "no AMD GPU driver: %s: %s", kfd.c_str(), strerror(errno));
+}
+
+}  // namespace
 
 int init(void **ctx) {
     if (!ctx) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "init: null ctx");
     *ctx = nullptr;
+    if (int rc = require_kfd_driver()) return rc;
+    if (int rc = load_runtime()) return rc;
     int count = 0;
-    const hipError_t err = hipGetDeviceCount(&count);
+    const hipError_t err = runtime().hipGetDeviceCount(&count);
     switch (err) {
     case hipSuccess:
         break;
     case hipErrorNoDevice:  // no /dev/kfd, no GPU agent, or HIP_VISIBLE_DEVICES hides them all
-        (void)hipGetLastError();
-        return host_error(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: %s", hipGetErrorName(err));
+        (void)runtime().hipGetLastError();
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no AMD GPU: %s", runtime().hipGetErrorName(err));
     case hipErrorInsufficientDriver:
-        (void)hipGetLastError();
-        return host_error(AFMESH_HAL_NOT_PRESENT, "no usable AMD driver: %s", hipGetErrorName(err));
+        (void)runtime().hipGetLastError();
+        return host_error(AFMESH_HAL_NOT_PRESENT, "no usable AMD driver: %s", runtime().hipGetErrorName(err));
     default:
         return fail_hip(err, "hipGetDeviceCount");
     }
@@ -35,8 +61,8 @@ int init(void **ctx) {
     c->device_count = count;
     for (int device = 0; device < count; ++device) {
         int can_wait = 0;
-        if (hipDeviceGetAttribute(&can_wait, hipDeviceAttributeCanUseStreamWaitValue, device) != hipSuccess) {
-            (void)hipGetLastError();
+        if (runtime().hipDeviceGetAttribute(&can_wait, hipDeviceAttributeCanUseStreamWaitValue, device) != hipSuccess) {
+            (void)runtime().hipGetLastError();
             can_wait = 0;
         }
         c->devices[device].can_wait_on_memory = can_wait != 0;
@@ -56,9 +82,9 @@ void fini(void *ctx) {
     for (int device = 0; device < c->device_count; ++device) {
         if (!c->devices[device].copy_stream) continue;
         ScopedDevice scope;
-        if (scope.enter(device) == hipSuccess) (void)hipStreamDestroy(c->devices[device].copy_stream);
+        if (scope.enter(device) == hipSuccess) (void)runtime().hipStreamDestroy(c->devices[device].copy_stream);
     }
-    (void)hipGetLastError();
+    (void)runtime().hipGetLastError();
     delete c;
 }
 
@@ -73,7 +99,7 @@ int device_info(void *ctx, int device, afmesh_dev_info *info) {
     if (!info || info->struct_size < sizeof(afmesh_dev_info))
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "device_info: null info or struct_size too small");
     hipDeviceProp_t prop{};
-    if (hipError_t err = hipGetDeviceProperties(&prop, device))
+    if (hipError_t err = runtime().hipGetDeviceProperties(&prop, device))
         return fail_hip(err, "hipGetDeviceProperties(%d)", device);
     module::copy_truncated(info->name, sizeof info->name, prop.name);
     snprintf(info->bus_id, sizeof info->bus_id, "%04x:%02x:%02x.0", static_cast<unsigned>(prop.pciDomainID),
@@ -84,7 +110,7 @@ int device_info(void *ctx, int device, afmesh_dev_info *info) {
 
 int set_device(void *ctx, int device) {
     if (int rc = module::check_device(device, context(ctx).device_count, "set_device")) return rc;
-    if (hipError_t err = hipSetDevice(device)) return fail_hip(err, "hipSetDevice(%d)", device);
+    if (hipError_t err = runtime().hipSetDevice(device)) return fail_hip(err, "hipSetDevice(%d)", device);
     return AFMESH_HAL_OK;
 }
 

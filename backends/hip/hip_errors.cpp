@@ -33,9 +33,9 @@ int fail_hip(hipError_t err, const char *call_fmt, ...) {
     va_start(ap, call_fmt);
     vsnprintf(call, sizeof call, call_fmt, ap);
     va_end(ap);
-    (void)hipGetLastError();
-    const char *name = hipGetErrorName(err);
-    const char *description = hipGetErrorString(err);
+    (void)runtime().hipGetLastError();
+    const char *name = runtime().hipGetErrorName(err);
+    const char *description = runtime().hipGetErrorString(err);
     // Some HIP releases return the name again as the description.
     if (!description || strcmp(description, name) == 0) return host_error(status_of(err), "%s: %s", call, name);
     return host_error(status_of(err), "%s: %s: %s", call, name, description);

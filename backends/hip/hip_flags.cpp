@@ -64,13 +64,13 @@ void wait_on_host(hipStream_t, hipError_t, void *arg) {
 // else (or when the runtime refuses signal memory) coherent mapped host memory.
 hipError_t allocate_word(bool device_waits, Flag *f) {
     void *p = nullptr;
-    if (device_waits && hipExtMallocWithFlags(&p, sizeof(uint64_t), hipMallocSignalMemory) == hipSuccess) {
+    if (device_waits && runtime().hipExtMallocWithFlags(&p, sizeof(uint64_t), hipMallocSignalMemory) == hipSuccess) {
         f->word = static_cast<uint64_t *>(p);
         f->signal_memory = true;
         return hipSuccess;
     }
-    (void)hipGetLastError();
-    hipError_t err = hipHostMalloc(&p, sizeof(uint64_t), hipHostMallocCoherent | hipHostMallocMapped);
+    (void)runtime().hipGetLastError();
+    hipError_t err = runtime().hipHostMalloc(&p, sizeof(uint64_t), hipHostMallocCoherent | hipHostMallocMapped);
     if (err == hipSuccess) f->word = static_cast<uint64_t *>(p);
     return err;
 }
@@ -97,7 +97,7 @@ int flag_create(void *ctx, int device, void **flag) {
 int flag_destroy(void *, void *flag) {
     std::unique_ptr<Flag> f(as_flag(flag));
     if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "flag_destroy: null flag");
-    const hipError_t err = f->signal_memory ? hipFree(f->word) : hipHostFree(f->word);
+    const hipError_t err = f->signal_memory ? runtime().hipFree(f->word) : runtime().hipHostFree(f->word);
     return err == hipSuccess ? AFMESH_HAL_OK : fail_hip(err, "freeing the flag's memory");
 }
 
@@ -122,7 +122,7 @@ int stream_wait_flag(void *, void *stream, void *flag, uint32_t value) {
     if (!f) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "stream_wait_flag: null flag");
     auto *s = static_cast<hipStream_t>(stream);
     if (f->wait_by == WaitBy::kDevice) {
-        if (hipError_t err = hipStreamWaitValue64(s, f->word, value, hipStreamWaitValueGte, ~uint64_t{0}))
+        if (hipError_t err = runtime().hipStreamWaitValue64(s, f->word, value, hipStreamWaitValueGte, ~uint64_t{0}))
             return fail_hip(err, "hipStreamWaitValue64");
         return AFMESH_HAL_OK;
     }
@@ -130,7 +130,7 @@ int stream_wait_flag(void *, void *stream, void *flag, uint32_t value) {
     if (flag_word(*f).load(std::memory_order_acquire) >= value) return AFMESH_HAL_OK;
     auto *wait = new (std::nothrow) HostWait{f, value};
     if (!wait) return host_error(AFMESH_HAL_NO_MEMORY, "stream_wait_flag: out of memory");
-    if (hipError_t err = hipStreamAddCallback(s, wait_on_host, wait, 0)) {
+    if (hipError_t err = runtime().hipStreamAddCallback(s, wait_on_host, wait, 0)) {
         delete wait;
         return fail_hip(err, "hipStreamAddCallback");
     }

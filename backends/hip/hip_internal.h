@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the files of the hip module share: the module context, error
+// What the files of the hip module share: the module context, the runtime's
+// functions (called through runtime(), see hip_runtime_table.h), error
 // reporting, and the operations each file implements for the table in
 // hip_module.cpp.
 #pragma once
-
-#include <hip/hip_runtime_api.h>
 
 #include <memory>
 #include <mutex>
 
 #include "afmesh/hal/device.h"
+#include "hip_runtime_table.h"
 #include "module_support.h"
 
 namespace afmesh::hip {
@@ -47,12 +47,12 @@ public:
     ScopedDevice(const ScopedDevice &) = delete;
     ScopedDevice &operator=(const ScopedDevice &) = delete;
     ~ScopedDevice() {
-        if (switched_) (void)hipSetDevice(previous_);
+        if (switched_) (void)runtime().hipSetDevice(previous_);
     }
     hipError_t enter(int device) {
-        hipError_t err = hipGetDevice(&previous_);
+        hipError_t err = runtime().hipGetDevice(&previous_);
         if (err != hipSuccess || previous_ == device) return err;
-        err = hipSetDevice(device);
+        err = runtime().hipSetDevice(device);
         switched_ = err == hipSuccess;
         return err;
     }

@@ -12,9 +12,9 @@ namespace {
 // "unregistered"), so that error means "plain host memory" here.
 hipError_t owning_device(const void *ptr, int *device) {
     hipPointerAttribute_t attr{};
-    hipError_t err = hipPointerGetAttributes(&attr, ptr);
+    hipError_t err = runtime().hipPointerGetAttributes(&attr, ptr);
     if (err == hipErrorInvalidValue) {
-        (void)hipGetLastError();
+        (void)runtime().hipGetLastError();
         *device = -1;
         return hipSuccess;
     }
@@ -30,7 +30,7 @@ hipError_t copy_stream(Context &ctx, int device, hipStream_t *stream) {
         ScopedDevice scope;
         state.copy_stream_error = scope.enter(device);
         if (state.copy_stream_error == hipSuccess)
-            state.copy_stream_error = hipStreamCreateWithFlags(&state.copy_stream, hipStreamNonBlocking);
+            state.copy_stream_error = runtime().hipStreamCreateWithFlags(&state.copy_stream, hipStreamNonBlocking);
     });
     *stream = state.copy_stream;
     return state.copy_stream_error;
@@ -43,11 +43,11 @@ int mem_alloc(void *ctx, int device, uint32_t where, size_t bytes, void **ptr) {
     ScopedDevice scope;
     if (hipError_t err = scope.enter(device)) return fail_hip(err, "hipSetDevice(%d)", device);
     if (where == AFMESH_ALLOC_DEVICE) {
-        if (hipError_t err = hipMalloc(ptr, bytes))
+        if (hipError_t err = runtime().hipMalloc(ptr, bytes))
             return fail_hip(err, "hipMalloc(%zu bytes) on device %d", bytes, device);
     } else {
         // Page-aligned, and portable to every device (ROCm pins for all agents).
-        if (hipError_t err = hipHostMalloc(ptr, bytes, hipHostMallocPortable))
+        if (hipError_t err = runtime().hipHostMalloc(ptr, bytes, hipHostMallocPortable))
             return fail_hip(err, "hipHostMalloc(%zu bytes)", bytes);
     }
     return AFMESH_HAL_OK;
@@ -58,9 +58,9 @@ int mem_free(void *, uint32_t where, void *ptr) {
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "mem_free: unknown placement %u", where);
     if (!ptr) return AFMESH_HAL_OK;
     if (where == AFMESH_ALLOC_DEVICE) {
-        if (hipError_t err = hipFree(ptr)) return fail_hip(err, "hipFree(%p)", ptr);
+        if (hipError_t err = runtime().hipFree(ptr)) return fail_hip(err, "hipFree(%p)", ptr);
     } else {
-        if (hipError_t err = hipHostFree(ptr)) return fail_hip(err, "hipHostFree(%p)", ptr);
+        if (hipError_t err = runtime().hipHostFree(ptr)) return fail_hip(err, "hipHostFree(%p)", ptr);
     }
     return AFMESH_HAL_OK;
 }
@@ -93,16 +93,16 @@ int memcpy_sync(void *ctx, void *dst, const void *src, size_t bytes) {
     hipStream_t stream = nullptr;
     if (hipError_t err = copy_stream(context(ctx), device, &stream))
         return fail_hip(err, "creating the copy stream of device %d", device);
-    if (hipError_t err = hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, stream))
+    if (hipError_t err = runtime().hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, stream))
         return fail_hip(err, "hipMemcpyAsync(%zu bytes)", bytes);
-    if (hipError_t err = hipStreamSynchronize(stream)) return fail_hip(err, "hipStreamSynchronize");
+    if (hipError_t err = runtime().hipStreamSynchronize(stream)) return fail_hip(err, "hipStreamSynchronize");
     return AFMESH_HAL_OK;
 }
 
 int memcpy_async(void *, void *dst, const void *src, size_t bytes, void *stream) {
     if (bytes == 0) return AFMESH_HAL_OK;
     if (!dst || !src) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "memcpy_async: null pointer");
-    if (hipError_t err = hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, static_cast<hipStream_t>(stream)))
+    if (hipError_t err = runtime().hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, static_cast<hipStream_t>(stream)))
         return fail_hip(err, "hipMemcpyAsync(%zu bytes)", bytes);
     return AFMESH_HAL_OK;
 }

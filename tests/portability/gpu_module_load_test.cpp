@@ -20,8 +20,11 @@ namespace {
 const std::map<std::string, std::vector<std::string>> kVendorErrors = {
     // No libcuda.so.1 / the toolkit's stub libcuda / a driver but no GPU.
     {"cuda", {"cudaErrorInsufficientDriver", "cudaErrorStubLibrary", "cudaErrorNoDevice"}},
-    // No /dev/kfd or no GPU agent / a kernel driver too old for the runtime.
-    {"hip", {"hipErrorNoDevice", "hipErrorInsufficientDriver"}},
+    // No AMD kernel driver (seen in sysfs, before loading the runtime) / the
+    // driver but no ROCm / no /dev/kfd or no GPU agent / a driver too old.
+    {"hip",
+     {"no AMD GPU driver: ", "the HIP runtime library is not installed", "hipErrorNoDevice",
+      "hipErrorInsufficientDriver"}},
     // The loader found no driver / drivers but none with a GPU.
     {"ze", {"ZE_RESULT_ERROR_UNINITIALIZED", "no Level Zero driver", "no Level Zero GPU"}},
 };
