@@ -8,7 +8,7 @@ namespace afmesh::ibverbs {
 
 /** Largest send(): one receive buffer. Control and metadata messages only. */
 inline constexpr uint32_t kMaxSendSize = 8192;
-/** Receives posted per QP: caps.recv_depth, the credit the core respects. */
+/** Receives posted per QP (caps.recv_depth); a sender that finds none posted retries (queue_pair.cpp). */
 inline constexpr uint32_t kRecvDepth = 32;
 /** Work requests per send queue. */
 inline constexpr uint32_t kSendDepth = 128;

@@ -78,9 +78,11 @@ typedef struct afmesh_net_caps {
     uint32_t mem_kinds;     /**< AFMESH_MEM_BIT() of kinds mem_register accepts */
     uint32_t max_send_size; /**< largest two-sided message */
     /**
-     * Per connection, how many EV_RECV plus EV_IMM the receiving side can
-     * hold before the sender must wait (its receive queue depth). The core's
-     * credit protocol never has more outstanding.
+     * Per connection, how many EV_RECV plus EV_IMM the receiving side holds
+     * buffers for at once (its posted receives). Reported by afmesh info; the
+     * core does not meter its sends by it, so a module whose receiver can
+     * run short makes the sender wait itself (ibverbs: receiver-not-ready
+     * retries; fabric: the provider's flow control; tcp: the socket's).
      */
     uint32_t recv_depth;
     uint32_t max_addr_size;  /**< largest listen() address blob */
@@ -114,11 +116,11 @@ typedef struct afmesh_net_write_seg {
 #define AFMESH_NET_SIGNAL 0x1u
 /**
  * (ABI 1.1) More operations on this connection follow at once: the module may
- * hold this one back and post it together with them (one gathered send for
- * tcp, a chain of work requests rung with one doorbell for verbs, FI_MORE for
- * libfabric). A hint only: whatever is held goes out with the next operation
- * posted without MORE on the connection, or at the latest during the next
- * poll(). Modules built against ABI 1.0 reject it; the core sets it only for
+ * hold this one back and post it together with them (tcp gathers them into
+ * one send; fabric and ibverbs ignore the hint and post each at once). A
+ * hint only: whatever is held goes out with the next operation posted
+ * without MORE on the connection, or at the latest during the next poll().
+ * Modules built against ABI 1.0 reject it; the core sets it only for
  * modules that answered with minor >= 1.
  */
 #define AFMESH_NET_MORE 0x2u
