@@ -3,6 +3,7 @@
 // last-error message. Every entry point catches what C++ might throw
 // (allocation failure) so nothing unwinds into C callers.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -229,6 +230,25 @@ afmesh_status afmesh_transport_counters(afmesh_node *node, afmesh_counter *count
         for (size_t i = 0; i < std::min(capacity, found.size()); ++i)
             counters[i] = {found[i].name, found[i].help, found[i].value};
         *count = found.size();
+        return Status::ok();
+    });
+}
+
+afmesh_status afmesh_next_event(afmesh_node *node, afmesh_event *event, int timeout_ms) {
+    afmesh::Node *n = as_node(node);
+    if (!n || !event || event->struct_size < sizeof(afmesh_event))
+        return invalid("need a worker or server node and an afmesh_event with struct_size = sizeof(afmesh_event)");
+    return guarded([&] {
+        afmesh::MembershipEvent taken;
+        if (Status s = n->next_event(std::chrono::milliseconds(timeout_ms), &taken); !s) return s;
+        event->type = AFMESH_EVENT_PEER_DOWN;
+        event->role = taken.role == afmesh::Role::kWorker   ? AFMESH_ROLE_WORKER
+                      : taken.role == afmesh::Role::kServer ? AFMESH_ROLE_SERVER
+                                                            : AFMESH_ROLE_SCHEDULER;
+        event->rank = taken.rank;
+        event->incarnation = taken.incarnation;
+        event->status = static_cast<afmesh_status>(taken.why.code());
+        snprintf(event->reason, sizeof event->reason, "%s", taken.why.message().c_str());
         return Status::ok();
     });
 }

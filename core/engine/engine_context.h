@@ -39,6 +39,11 @@ struct EngineContext {
      * the transport freed it.
      */
     std::function<void(afmesh_net_conn *)> drop_connection;
+    /**
+     * Told, with mu held, the first time a peer fails (its operations have
+     * failed with `why`): the node reports it to the application.
+     */
+    std::function<void(int32_t peer, const Status &why)> peer_failed;
 };
 
 /** A status for the C API from a failed transport call. */

@@ -146,7 +146,8 @@ Status Node::start() {
                       // Without a gathered write a message cannot ride on a tensor: no mailboxes.
                       transport_->write_segs() >= 2 ? static_cast<uint32_t>(config_.get_int("AFMESH_MAILBOX_ENTRIES"))
                                                     : 0,
-                      [this](afmesh_net_conn *conn) AFMESH_REQUIRES(mu_) { close_link_locked(conn); }};
+                      [this](afmesh_net_conn *conn) AFMESH_REQUIRES(mu_) { close_link_locked(conn); },
+                      [this](int32_t peer, const Status &why) AFMESH_REQUIRES(mu_) { report_peer_down_locked(peer, why); }};
     if (role_ == Role::kWorker)
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else
@@ -459,12 +460,25 @@ void Node::fail_peer(int32_t rank, const Status &why) {
     if (server_) server_->fail_worker(rank, why);
 }
 
+// A peer's operations have failed: the application hears of it once per
+// incarnation (membership_events.h), unless this node is the one stopping.
+void Node::report_peer_down_locked(int32_t peer, const Status &why) {
+    if (stopping_.load()) return;
+    const Roster &roster = control_->roster();
+    const bool worker = role_ == Role::kWorker;
+    const std::vector<RosterEntry> &peers = worker ? roster.servers : roster.workers;
+    const Code code = why.code() == Code::kClosed ? Code::kClosed : Code::kPeerFailed;
+    events_.peer_down(worker ? Role::kServer : Role::kWorker, peer, peers[static_cast<size_t>(peer)].incarnation,
+                      {code, why.message()});
+}
+
 void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     if (role == Role::kScheduler) {
         AFMESH_LOG(AFMESH_LOG_WARN,
                    "lost the scheduler (%s): peers are still watched by data-plane heartbeats, and this node will "
                    "stop without the cluster-wide agreement",
                    reason.c_str());
+        if (!stopping_.load()) events_.peer_down(Role::kScheduler, -1, 0, {Code::kPeerFailed, reason});
         return;
     }
     const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
@@ -490,6 +504,8 @@ Status Node::start_embedded_scheduler() {
 Status Node::stop() {
     if (stopped_ || !control_) return Status::ok();
     stopped_ = true;
+    stopping_.store(true);  // peers failing from here on are this node's doing, not news
+    events_.close();
     ticker_.reset();  // no heartbeat may chase a connection closed below
     if (progress_) say_goodbye();
     close_data_plane();

@@ -17,6 +17,7 @@
 #include "counters.h"
 #include "handshake.h"
 #include "log_limiter.h"
+#include "membership_events.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "placement.h"
@@ -76,6 +77,8 @@ public:
     Status transport_counters(std::vector<afmesh_net_counter> *out) const { return transport_->counters(out); }
     /** Stops cleanly: every node agrees, then connections close. Idempotent. */
     Status stop();
+    /** The oldest membership event not taken yet (membership_events.h). */
+    Status next_event(std::chrono::milliseconds timeout, MembershipEvent *out) { return events_.next(timeout, out); }
 
 private:
     /** What the node knows of one data connection. */
@@ -112,6 +115,7 @@ private:
     void tick(Clock::time_point now) AFMESH_EXCLUDES(mu_);
     void on_peer_down(Role role, int32_t rank, const std::string &reason) AFMESH_EXCLUDES(mu_);
     void fail_peer(int32_t rank, const Status &why) AFMESH_REQUIRES(mu_);
+    void report_peer_down_locked(int32_t peer, const Status &why) AFMESH_REQUIRES(mu_);
     /**
      * The engines guard their state with EngineContext::mu, which is mu_
      * under another name (start() hands it over): the analysis cannot see
@@ -151,8 +155,10 @@ private:
     std::unordered_set<afmesh_net_conn *> farewells_ AFMESH_GUARDED_BY(mu_);
     std::atomic<size_t> farewells_left_{0};
     LogLimiter refusal_log_ AFMESH_GUARDED_BY(mu_){std::chrono::seconds(1)};
-    std::unique_ptr<Ticker> ticker_;  // last: stopped before anything it touches
     bool stopped_ = false;  // the caller's thread only (stop())
+    std::atomic<bool> stopping_{false};  // stop() has begun: peers failing now are not reported
+    MembershipEvents events_;  // filled under mu_ and by the control thread; drained by the application
+    std::unique_ptr<Ticker> ticker_;  // last: stopped before anything it touches
 };
 
 }  // namespace afmesh

@@ -323,6 +323,7 @@ void ServerEngine::fail_worker(int32_t worker_rank, const Status &why) {
     worker.failure = why;
     worker.failed.store(true);
     worker.inbound.clear();
+    ctx_.peer_failed(worker_rank, why);
     update_ready_counters();
     ctx_.progress.notify_waiters();
 }

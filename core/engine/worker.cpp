@@ -582,6 +582,7 @@ void WorkerEngine::fail_server(int32_t server_rank, const Status &why) {
     server.failed = true;
     server.failure = why;
     server.parked.clear();
+    ctx_.peer_failed(server_rank, why);
     Status status = peer_failure("server " + std::to_string(server_rank), why);
     for (size_t slot = 0; slot < ops_.size(); ++slot) {
         const Op &op = ops_[slot];

@@ -429,6 +429,42 @@ typedef struct afmesh_counter {
 AFMESH_API afmesh_status afmesh_transport_counters(afmesh_node *node, afmesh_counter *counters, size_t capacity,
                                                    size_t *count);
 
+/* ---------------------------------------------------------- membership */
+
+/** A change in the cluster's membership, as afmesh_next_event reports it. */
+typedef enum afmesh_event_type {
+    /**
+     * A peer failed or stopped: its operations in flight have failed with
+     * the status below, and later ones involving it fail at once. For the
+     * scheduler (role SCHEDULER): it is gone, and the data plane carries on.
+     */
+    AFMESH_EVENT_PEER_DOWN = 1,
+} afmesh_event_type;
+
+/** Longest reason afmesh_event carries, with its terminating NUL. */
+#define AFMESH_EVENT_REASON_BYTES 256
+
+typedef struct afmesh_event {
+    size_t struct_size;  /**< set by the caller to sizeof(afmesh_event) */
+    afmesh_event_type type;
+    afmesh_role role;      /**< the peer's: a server for a worker, a worker for a server, or the scheduler */
+    int32_t rank;          /**< the peer's rank in its role; -1 for the scheduler */
+    uint64_t incarnation;  /**< which process held that rank (random, never 0); 0 for the scheduler */
+    afmesh_status status;  /**< PEER_DOWN: AFMESH_ERR_CLOSED for a peer that stopped, else AFMESH_ERR_PEER_FAILED */
+    char reason[AFMESH_EVENT_REASON_BYTES]; /**< why, as the failed operations say; cut to fit */
+} afmesh_event;
+
+/**
+ * Takes the oldest membership event not taken yet, waiting up to
+ * `timeout_ms` for one (0: do not wait; negative: no limit). A peer's
+ * PEER_DOWN comes once per incarnation, however its failure was found (the
+ * scheduler, a broken connection, silence, its goodbye); nothing is
+ * reported about peers once this node has begun to stop. TIMEOUT when none
+ * came; CLOSED once the node is stopping and every event has been taken.
+ * Worker and server nodes only; safe from any thread.
+ */
+AFMESH_API afmesh_status afmesh_next_event(afmesh_node *node, afmesh_event *event, int timeout_ms);
+
 /* ---------------------------------------------------------------- logging */
 
 /**

@@ -7,6 +7,7 @@
 
 #include <afmesh/afmesh.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -140,6 +141,20 @@ public:
         }
         counters.resize(count);
         return counters;
+    }
+
+    /**
+     * The next membership event (afmesh_next_event), or nothing when none
+     * came within `timeout_ms` (negative: no limit). Throws CLOSED once the
+     * node is stopping and every event has been taken.
+     */
+    std::optional<afmesh_event> next_event(int timeout_ms) {
+        afmesh_event event{};
+        event.struct_size = sizeof event;
+        const afmesh_status status = afmesh_next_event(node_, &event, timeout_ms);
+        if (status == AFMESH_ERR_TIMEOUT) return std::nullopt;
+        check(status);
+        return event;
     }
 
 private:

@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -493,6 +494,16 @@ int run_server(Node &node, Memory &mem, const Options &o) {
 
 }  // namespace
 
+// Prints the first PEER_DOWN event as "PEER_DOWN <role> <rank> <status>: <reason>"
+// (the tests look for the failed peer there); none within the bound fails.
+void print_peer_down(Node &node) {
+    const std::optional<afmesh_event> event = node.next_event(60000);
+    if (!event) fail("a peer failure was reported, but no PEER_DOWN event");
+    if (event->type != AFMESH_EVENT_PEER_DOWN || event->incarnation == 0) fail("a malformed membership event");
+    printf("PEER_DOWN %s %d %s: %s\n", event->role == AFMESH_ROLE_WORKER ? "worker" : "server", event->rank,
+           afmesh_strerror(event->status), event->reason);
+}
+
 int main(int argc, char **argv) {
     Options o = parse(argc, argv);
     if (o.stream_wait && (!o.device || o.microbatches != 1 || o.subset || o.respond_vec))
@@ -517,15 +528,19 @@ int main(int argc, char **argv) {
         Memory mem(o.device && role != AFMESH_ROLE_SCHEDULER);
         Node node(role);
         if (role == AFMESH_ROLE_SCHEDULER) return 0;  // serves until every node has stopped (in the destructor)
-        const int rc = role == AFMESH_ROLE_WORKER ? run_worker(node, mem, o) : run_server(node, mem, o);
-        if (rc == 0) node.close();  // a node that did its part must also stop cleanly
-        return rc;
-    } catch (const Error &e) {
-        // Any call may be the one that learns of a peer's death.
-        if (o.expect_peer_failure && e.status() == AFMESH_ERR_PEER_FAILED) {
+        try {
+            const int rc = role == AFMESH_ROLE_WORKER ? run_worker(node, mem, o) : run_server(node, mem, o);
+            if (rc == 0) node.close();  // a node that did its part must also stop cleanly
+            return rc;
+        } catch (const Error &e) {
+            // Any call may be the one that learns of a peer's death; the
+            // membership events must have it too.
+            if (!o.expect_peer_failure || e.status() != AFMESH_ERR_PEER_FAILED) throw;
             printf("peer failure reported at %lld ns: %s\n", now_ns(), e.what());
+            print_peer_down(node);
             return 0;
         }
+    } catch (const Error &e) {
         fail(e.what());
     }
 }

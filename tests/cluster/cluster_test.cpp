@@ -72,6 +72,9 @@ TEST(Cluster, KilledServerFailsWorkersPendingOperations) {
     for (int w = 0; w < 2; ++w) c.add({"worker", w, echo({"--iters", "1000", "--expect-peer-failure"}), {}});
     c.expect_all_succeed();
     EXPECT_NE(c.output_of("worker 0").find("server 1"), std::string::npos) << "the error names the dead server";
+    for (const char *worker : {"worker 0", "worker 1"})
+        EXPECT_NE(c.output_of(worker).find("PEER_DOWN server 1 AFMESH_ERR_PEER_FAILED"), std::string::npos)
+            << worker << " hears of it as a membership event";
 }
 
 TEST(Cluster, KilledWorkerIsReportedByGetBatch) {
@@ -82,6 +85,8 @@ TEST(Cluster, KilledWorkerIsReportedByGetBatch) {
     c.add({"worker", 1, echo({"--iters", "1000", "--expect-peer-failure"}), {}});
     c.expect_all_succeed();
     EXPECT_NE(c.output_of("server 0").find("worker 0"), std::string::npos) << "the error names the dead worker";
+    EXPECT_NE(c.output_of("server 0").find("PEER_DOWN worker 0 AFMESH_ERR_PEER_FAILED"), std::string::npos)
+        << "the server hears of it as a membership event";
 }
 
 // Worker 0 is alive but holds back its requests; worker 1 dies before

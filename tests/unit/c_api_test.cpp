@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "free_port.h"
@@ -122,6 +123,30 @@ protected:
 
     afmesh_node *scheduler_ = nullptr, *server_ = nullptr, *worker_ = nullptr;
 };
+
+// A server that stops is reported to the worker once, as PEER_DOWN with
+// CLOSED: its goodbye, then the scheduler's word, are one event.
+TEST_F(CApiCluster, APeerThatStopsIsReportedOnce) {
+    afmesh_event event{};
+    EXPECT_EQ(afmesh_next_event(worker_, &event, 0), AFMESH_ERR_INVALID_ARGUMENT) << "struct_size 0 is refused";
+    event.struct_size = sizeof event;
+    EXPECT_EQ(afmesh_next_event(worker_, &event, 0), AFMESH_ERR_TIMEOUT) << "nothing has happened yet";
+    EXPECT_EQ(afmesh_next_event(scheduler_, &event, 0), AFMESH_ERR_INVALID_ARGUMENT) << "the scheduler has none";
+
+    // Stopping is collective: the server's destroy returns once the worker stops too.
+    std::thread server([node = std::exchange(server_, nullptr)] { afmesh_node_destroy(node); });
+    ASSERT_EQ(afmesh_next_event(worker_, &event, 20000), AFMESH_OK) << last_error();
+    EXPECT_EQ(event.type, AFMESH_EVENT_PEER_DOWN);
+    EXPECT_EQ(event.role, AFMESH_ROLE_SERVER);
+    EXPECT_EQ(event.rank, 0);
+    EXPECT_NE(event.incarnation, 0u);
+    EXPECT_EQ(event.status, AFMESH_ERR_CLOSED);
+    EXPECT_NE(std::string(event.reason).find("stopped"), std::string::npos) << event.reason;
+    EXPECT_EQ(afmesh_next_event(worker_, &event, 200), AFMESH_ERR_TIMEOUT) << "reported once: " << event.reason;
+
+    afmesh_node_destroy(std::exchange(worker_, nullptr));
+    server.join();
+}
 
 TEST_F(CApiCluster, UnknownHandle) {
     EXPECT_EQ(afmesh_wait(worker_, 123456789, 0), AFMESH_ERR_NOT_FOUND);
