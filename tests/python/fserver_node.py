@@ -6,6 +6,7 @@
     fserver_node.py full                 registered receive buffers, barriers, several servers, traces, misuse
     fserver_node.py tripups              what trips StepMesh users up: pulls per server, respond's dtype,
                                          get_rank, argument error classes, waiting twice
+    fserver_node.py events               the server stops at once; the worker hears of it from next_event
 
 Exits 0 when every check held; an assertion or afmesh error exits non-zero with the reason.
 """
@@ -179,6 +180,20 @@ def tripups():
     f.stop()
 
 
+def events():
+    """The server leaves as soon as it has joined; the worker learns it from a membership event, once."""
+    f.init()
+    if ROLE == "worker":
+        assert f.next_event(0) is None, "nothing has happened yet"
+        event = f.next_event(60000)
+        assert event is not None, "no event within a minute"
+        assert (event.type, event.role, event.rank) == ("peer_down", "server", 0), event
+        assert event.incarnation != 0 and isinstance(event.error, afmesh.Closed), event
+        assert f.next_event(0) is None, "reported once"
+        print(f"worker: server 0 stopped: {event.error}")
+    f.stop()
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     if scenario == "stepmesh":
@@ -189,5 +204,7 @@ if __name__ == "__main__":
         full()
     elif scenario == "tripups":
         tripups()
+    elif scenario == "events":
+        events()
     else:
         sys.exit(f"unknown scenario {scenario}")

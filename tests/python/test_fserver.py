@@ -45,6 +45,11 @@ def test_stepmesh_trip_ups_work_or_are_refused_saying_what_to_do(run_fserver):
     assert "server 1: answered in float16" in out["server 1"]
 
 
+def test_a_server_that_stops_is_a_membership_event_for_the_worker(run_fserver):
+    out = run_fserver("events")
+    assert "worker: server 0 stopped:" in out["worker 0"]
+
+
 def test_stepmesh_variables_are_reported_in_one_warning_line(run_fserver):
     out = run_fserver("stepmesh")
     aliases = ["DMLC_ROLE as AFMESH_ROLE", "DMLC_NUM_WORKER as AFMESH_NUM_WORKERS",

@@ -252,6 +252,23 @@ def test_bad_buffers_are_refused_before_anything_is_sent(one_by_one):
         server.get_batch("some")
 
 
+def test_a_stopping_server_is_one_membership_event(cluster, pool):
+    c = cluster(1, 2)
+    worker = c.workers[0]
+    assert worker.next_event(timeout=0) is None
+    leaving = pool.submit(c.servers[1].close)  # returns once the others stop too
+    event = worker.next_event(timeout=60)
+    assert event is not None, "no event within a minute"
+    assert (event.type, event.role, event.rank) == ("peer_down", "server", 1), event
+    assert event.incarnation != 0 and isinstance(event.error, afmesh.Closed), event
+    assert "stopped" in str(event.error)
+    assert worker.next_event(timeout=0) is None, "reported once"
+    c.close()
+    leaving.result(timeout=60)
+    with pytest.raises(afmesh.Closed):
+        worker.next_event(timeout=0)
+
+
 def test_closing_ends_blocked_calls_and_later_calls_raise_closed(cluster, pool):
     c = cluster(1, 1)
     worker, server = c.workers[0], c.servers[0]

@@ -33,15 +33,16 @@ from ._version import __version__
 from ._capi import MEM_CUDA, MEM_HIP, MEM_HOST, MEM_ZE, lib as _lib
 from .dtypes import DType
 from .errors import AccessDenied, Closed, Error, InvalidArgument, InvalidType, NotFound, PeerFailed, Timeout
-from .node import Registration, Scheduler
+from .node import MembershipEvent, Registration, Scheduler
 from .server import PullSlot, Request, Server
 from .tensor import Tensor, as_tensor
 from .worker import Handle, Pull, Push, Trace, Worker
 
 __all__ = [
     "AccessDenied", "Closed", "DType", "Error", "Handle", "InvalidArgument", "InvalidType", "MEM_CUDA", "MEM_HIP",
-    "MEM_HOST", "MEM_ZE", "NotFound", "PeerFailed", "Pull", "PullSlot", "Push", "Registration", "Request", "Scheduler",
-    "Server", "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes", "library_path", "version",
+    "MEM_HOST", "MEM_ZE", "MembershipEvent", "NotFound", "PeerFailed", "Pull", "PullSlot", "Push", "Registration",
+    "Request", "Scheduler", "Server", "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes",
+    "library_path", "version",
 ]
 
 

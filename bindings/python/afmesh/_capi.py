@@ -143,6 +143,23 @@ class afmesh_counter(C.Structure):
     _fields_ = [("name", C.c_char_p), ("help", C.c_char_p), ("value", C.c_uint64)]
 
 
+# afmesh_event_type
+EVENT_PEER_DOWN = 1
+EVENT_REASON_BYTES = 256
+
+
+class afmesh_event(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_size_t),
+        ("type", C.c_int),
+        ("role", C.c_int),
+        ("rank", C.c_int32),
+        ("incarnation", C.c_uint64),
+        ("status", C.c_int),
+        ("reason", C.c_char * EVENT_REASON_BYTES),
+    ]
+
+
 node_p = C.c_void_p
 request_p = C.c_void_p
 mr_p = C.c_void_p
@@ -193,6 +210,7 @@ _PROTOTYPES = {
     "afmesh_stats_get": (status_t, [node_p, _P(afmesh_stats)]),
     "afmesh_peer_stats_get": (status_t, [node_p, C.c_int32, _P(afmesh_stats)]),
     "afmesh_transport_counters": (status_t, [node_p, _P(afmesh_counter), C.c_size_t, _P(C.c_size_t)]),
+    "afmesh_next_event": (status_t, [node_p, _P(afmesh_event), C.c_int]),
     "afmesh_set_log_handler": (status_t, [log_handler_t, C.c_void_p]),
 }
 

@@ -46,6 +46,9 @@ Where afmesh deliberately differs from StepMesh:
   processed, rsp.start = rsp.postsend = responded, rsp.postrecv = rsp.process
   = completed. Timestamps are CLOCK_MONOTONIC ns, like ``get_nanosecond``;
   they are always recorded (StepMesh needs a TRACE build).
+* ``next_event(timeout_ms=0)`` (not in StepMesh) reports a peer that
+  failed or stopped, once, so a serving loop can drop its requests and go
+  on (see ``afmesh.Node.next_event``).
 * ``get_all_handlers(h)`` is ``[h]``: afmesh tracks a push-pull with one
   handle, not one per tensor.
 * ``need_event=True`` with GPU tensors hands the current torch CUDA stream
@@ -265,6 +268,15 @@ def stop():
     _requests.clear()
     if node is not None:
         node.close()
+
+
+def next_event(timeout_ms=0):
+    """The next membership event, or None when none came within timeout_ms (not in StepMesh).
+
+    See afmesh.Node.next_event: a peer that failed or stopped is reported once,
+    as a MembershipEvent; a negative timeout_ms waits until one comes.
+    """
+    return _need(Worker, Server).next_event(None if timeout_ms < 0 else timeout_ms / 1000)
 
 
 def fetch_trace(handler):

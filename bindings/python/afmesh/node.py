@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Cluster membership: the node lifecycle shared by Worker, Server and Scheduler."""
 
+import collections
 import ctypes as C
 import threading
 import time
@@ -44,6 +45,18 @@ def _stats_dict(stats):
 
 # The roles a Node can have, by afmesh_role.
 _ROLE_NAMES = {_capi.ROLE_WORKER: "worker", _capi.ROLE_SERVER: "server"}
+_PEER_ROLE_NAMES = {**_ROLE_NAMES, _capi.ROLE_SCHEDULER: "scheduler"}
+
+
+class MembershipEvent(collections.namedtuple("MembershipEvent", "type role rank incarnation error")):
+    """A change in the cluster's membership (:meth:`Node.next_event`).
+
+    type: 'peer_down'. role: 'worker', 'server' or 'scheduler'. rank: the
+    peer's rank in its role (-1 for the scheduler). incarnation: which process
+    held that rank (0 for the scheduler). error: what its failed operations
+    raised, :class:`afmesh.Closed` for a peer that stopped and
+    :class:`afmesh.PeerFailed` otherwise, with the reason as its message.
+    """
 
 
 def timeout_ms(timeout):
@@ -263,6 +276,25 @@ class Node(_Member):
     def transport_counters(self):
         """The transport module's own counters (afmesh_transport_counters), as {name: value}."""
         return {name: value for name, _, value in self._transport_counters()}
+
+    def next_event(self, timeout=None):
+        """The oldest membership event not taken yet (afmesh_next_event), as a :class:`MembershipEvent`.
+
+        Waits up to `timeout` seconds (None: until one comes) and returns None
+        when none came. Each peer process's going down is reported once, however
+        it was found. Raises Closed once this node is closing.
+        """
+        event = _capi.afmesh_event()
+        event.struct_size = C.sizeof(event)
+        try:
+            status = self._blocking(lambda ptr, ms: lib.afmesh_next_event(ptr, C.byref(event), ms), timeout,
+                                    "next_event")
+        except errors.Timeout:
+            return None
+        errors.check(status)
+        reason = event.reason.decode(errors="replace")
+        return MembershipEvent("peer_down", _PEER_ROLE_NAMES[event.role], event.rank, event.incarnation,
+                               errors.error_for(event.status, reason))
 
     def _read_stats(self, get):
         """{field: value} filled in by get(ptr, stats)."""
