@@ -14,14 +14,16 @@ packages=(
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev
   # device modules: Level Zero loader, ROCm HIP runtime (CUDA comes with the image at /usr/local/cuda)
   libze-dev libze1 hipcc libamdhip64-dev
-  # integration tests: network namespaces and fault injection
-  iproute2 iptables
+  # integration tests: network namespaces and fault injection; a real job manager (mpirun)
+  iproute2 iptables openmpi-bin
   # Python package and examples: pytest, numpy and torch for /usr/bin/python3; rustc for the Rust example
   python3 python3-pytest python3-numpy python3-torch rustc
   # the wheel, built offline and installed into a fresh venv; pkg-config for the installed-package consumer
   python3-pip python3-setuptools python3-wheel python3-venv pkg-config
   # metrics and benchmark reports: the Prometheus collector, bench.json's schema check, its plot
   python3-prometheus-client python3-jsonschema python3-matplotlib
+  # the Kubernetes example's check reads its YAML
+  python3-yaml
 )
 
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

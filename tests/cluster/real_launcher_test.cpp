@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// The job managers themselves, not their variables: Debian's Open MPI
+// (mpirun) and PyTorch's torchrun start the C example (examples/c/af_echo.c)
+// with nothing but AFMESH_LAYOUT (and, for Open MPI, which does not say
+// where rank 0 runs, AFMESH_SCHEDULER). Every process must find its place,
+// global rank 0 must run the scheduler, and every worker must verify every
+// answer. A launcher that is not installed skips its test, saying so.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "process_group.h"
+
+#ifndef AF_ECHO
+#error "the build must define AF_ECHO (examples/c/af_echo.c built)"
+#endif
+#ifndef AFMESH_BIN
+#error "the build must define AFMESH_BIN (the afmesh executable)"
+#endif
+
+extern char **environ;
+
+namespace afmesh {
+namespace {
+
+// This environment without afmesh's, StepMesh's or any launcher's
+// variables, so only what the launcher sets (and the case's layout) decides.
+std::vector<std::string> launcher_environment(std::vector<std::string> add) {
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e) {
+        const std::string entry = *e;
+        bool drop = false;
+        for (const char *prefix : {"AFMESH_", "DMLC_", "STEPMESH_", "OMPI_", "PMI_", "SLURM_", "LWS_", "RANK=",
+                                   "WORLD_SIZE=", "LOCAL_RANK=", "MASTER_ADDR=", "MASTER_PORT="})
+            drop |= entry.rfind(prefix, 0) == 0;
+        if (!drop) env.push_back(entry);
+    }
+    env.insert(env.end(), add.begin(), add.end());
+    return env;
+}
+
+// A port P on 127.0.0.1 with P + 1 free as well (torchrun takes P, the
+// scheduler P + 1), both bound at once so neither is the other.
+int free_port_pair() {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        int a = socket(AF_INET, SOCK_STREAM, 0), b = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        int port = -1;
+        if (bind(a, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+            getsockname(a, reinterpret_cast<sockaddr *>(&addr), &len) == 0) {
+            sockaddr_in next = addr;
+            next.sin_port = htons(static_cast<uint16_t>(ntohs(addr.sin_port) + 1));
+            if (bind(b, reinterpret_cast<sockaddr *>(&next), sizeof next) == 0) port = ntohs(addr.sin_port);
+        }
+        close(a);
+        close(b);
+        if (port > 0) return port;
+    }
+    return -1;
+}
+
+// Runs `argv` (a launcher) to the end; its whole output, or the test fails.
+std::string run_launcher(const std::string &path, std::vector<std::string> argv, std::vector<std::string> env) {
+    ProcessGroup group(false);
+    const Status spawned = group.spawn({argv[0], path, std::move(argv), std::move(env)});
+    EXPECT_TRUE(spawned.is_ok()) << spawned.message();
+    // Bounds a run that hangs; a passing one takes seconds.
+    const Status waited = group.wait_all(std::chrono::steady_clock::now() + std::chrono::minutes(3), true);
+    const std::string output = group.children()[0].output;
+    EXPECT_TRUE(waited.is_ok()) << waited.message() << "\n" << output;
+    return output;
+}
+
+size_t count(const std::string &text, const std::string &pattern) {
+    const std::regex re(pattern);
+    return static_cast<size_t>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+// Two servers and `workers` workers, each worker having verified both servers' answers.
+void expect_echo_checked_out(const std::string &output, int workers) {
+    EXPECT_EQ(count(output, R"(server [01]: answered \d+ rounds)"), 2u) << output;
+    EXPECT_EQ(count(output, R"(worker \d+: 8 layers x 3 micro-batches verified from 2 servers)"), size_t(workers))
+        << output;
+}
+
+TEST(RealLaunchers, OpenMpiStartsTheEchoPipeline) {
+#ifndef MPIRUN
+    GTEST_SKIP() << "mpirun was not found when the build was configured (Debian: openmpi-bin)";
+#else
+    const std::string scheduler = "AFMESH_SCHEDULER=127.0.0.1:" + std::to_string(free_port_pair());
+    // Open MPI refuses to run as root unless told twice (CI runs as root).
+    const std::string output =
+        run_launcher(MPIRUN, {"mpirun", "--oversubscribe", "-np", "4", "-x", "AFMESH_LAYOUT", "-x", "AFMESH_SCHEDULER", AF_ECHO},
+                     launcher_environment({"AFMESH_LAYOUT=servers:2", scheduler, "OMPI_ALLOW_RUN_AS_ROOT=1",
+                                           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}));
+    expect_echo_checked_out(output, 2);
+#endif
+}
+
+TEST(RealLaunchers, OpenMpiRunsTheBenchmark) {
+#ifndef MPIRUN
+    GTEST_SKIP() << "mpirun was not found when the build was configured (Debian: openmpi-bin)";
+#else
+    const std::string scheduler = "AFMESH_SCHEDULER=127.0.0.1:" + std::to_string(free_port_pair());
+    const std::string output = run_launcher(
+        MPIRUN,
+        {"mpirun", "--oversubscribe", "-np", "4", "-x", "AFMESH_LAYOUT", "-x", "AFMESH_SCHEDULER", AFMESH_BIN, "bench",
+         "--iters", "20", "--warmup", "2", "--sizes", "8,64K"},
+        launcher_environment(
+            {"AFMESH_LAYOUT=servers:2", scheduler, "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}));
+    // The latency table, a row per size and poll mode, from the worker that reports.
+    EXPECT_EQ(count(output, R"(\n8 B +busy +[0-9.]+)"), 1u) << output;
+    EXPECT_EQ(count(output, R"(\n64 KiB +busy +[0-9.]+)"), 1u) << output;
+#endif
+}
+
+TEST(RealLaunchers, TorchrunStartsTheEchoPipeline) {
+#ifndef TORCHRUN
+    GTEST_SKIP() << "torchrun was not found when the build was configured (Debian: python3-torch)";
+#else
+    const int port = free_port_pair();
+    // -r 1 -t 1: Debian's torch 1.13 on Python 3.11 cannot parse its own
+    // default "0" for these (an IntFlag's zero member is no longer
+    // iterable), so output is redirected and teed explicitly.
+    const std::string output = run_launcher(
+        TORCHRUN,
+        {"torchrun", "--no_python", "--nnodes", "1", "--nproc_per_node", "5", "--master_addr", "127.0.0.1",
+         "--master_port", std::to_string(port), "-r", "1", "-t", "1", "--log_dir", testing::TempDir() + "torchrun-" +
+         std::to_string(getpid()), AF_ECHO},
+        launcher_environment({"AFMESH_LAYOUT=servers:2"}));
+    expect_echo_checked_out(output, 3);
+#endif
+}
+
+}  // namespace
+}  // namespace afmesh
