@@ -109,7 +109,8 @@ Status Node::start() {
         device_kind < AFMESH_MEM_KIND_COUNT && !transport_registers(*transport_, device_kind) ? AFMESH_MEM_BIT(device_kind) : 0;
     registry_ = std::make_unique<MemoryRegistry>(*transport_, staged_kinds);
     staging_ = std::make_unique<Staging>(*device_, *transport_, *registry_, device_id,
-                                         static_cast<uint64_t>(config_.get_int("AFMESH_STAGING_CHUNK")));
+                                         static_cast<uint64_t>(config_.get_int("AFMESH_STAGING_CHUNK")),
+                                         placement_.numa_node);
     progress_ = std::make_unique<Progress>(*transport_, mode, adaptive_spin(config_, *transport_),
                                            [this](const afmesh_net_event *ev, int n) { dispatch(ev, n); });
 

@@ -29,9 +29,16 @@ Status place_node(const Config &config, const Module &device, int device_id, Pla
                                                        " is not a CPU list (e.g. 4,5 or 0-7,64-71)"};
         out->cpus = *cpus;
     }
-    if (config.is_set("AFMESH_NET_DEVICES")) return Status::ok();
     const topology::Sysfs sysfs(config.get("AFMESH_SYSFS_ROOT"));
     const std::vector<topology::Nic> nics = sysfs.rdma_nics();
+    if (config.is_set("AFMESH_NET_DEVICES")) {
+        // The user's NIC (the first listed, as the transport takes it): staging memory still goes to its node.
+        const std::string listed = config.get("AFMESH_NET_DEVICES");
+        const std::string first = listed.substr(0, listed.find_first_of(":,"));
+        for (const topology::Nic &nic : nics)
+            if (nic.name == first) out->numa_node = nic.place.numa_node;
+        return Status::ok();
+    }
     if (nics.empty()) return Status::ok();
     const std::optional<topology::PciPlace> gpu = device_place(sysfs, device, device_id);
     const int local_rank = config.job_place() ? static_cast<int>(config.job_place()->local_rank) : device_id;
@@ -39,6 +46,7 @@ Status place_node(const Config &config, const Module &device, int device_id, Pla
     const topology::Nic &nic = nics[static_cast<size_t>(choice.nic)];
     out->nic = nic.name;
     out->reason = nic.name + ": " + choice.reason;
+    out->numa_node = nic.place.numa_node;
     if (!cpus) out->cpus = topology::parse_cpu_list(nic.place.local_cpus).value_or(std::vector<int>{});
     return Status::ok();
 }

@@ -17,6 +17,7 @@ struct Placement {
     std::string nic;        // for AFMESH_NET_DEVICES; "" when the user set it or no NIC was found
     std::string reason;     // one line, for the log
     std::vector<int> cpus;  // for the progress thread; empty: not pinned
+    int numa_node = -1;     // the NIC's, for pinned staging memory (staging.h); -1: no preference
 };
 
 /**

@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "mem_kind_names.h"
+#include "topology/memory_node.h"
 
 namespace afmesh {
 
@@ -35,8 +36,17 @@ Status Staging::acquire(uint64_t bytes, Buffer *out) {
     Buffer b;
     b.capacity = capacity;
     take_module_error();
-    if (int rc = dev().mem_alloc(device_.ctx(), device_id_, AFMESH_ALLOC_HOST_PINNED, capacity, &b.ptr);
-        rc != AFMESH_HAL_OK)
+    int rc;
+    {
+        // Pinned memory takes its pages now: on the NIC's node, which reads and writes them.
+        const topology::MemoryNodeScope on_nic_node(numa_node_);
+        if (!on_nic_node.ok() && !numa_refused_) {
+            numa_refused_ = true;
+            AFMESH_LOG(AFMESH_LOG_INFO, "staging memory goes where the kernel puts it: %s", on_nic_node.error().c_str());
+        }
+        rc = dev().mem_alloc(device_.ctx(), device_id_, AFMESH_ALLOC_HOST_PINNED, capacity, &b.ptr);
+    }
+    if (rc != AFMESH_HAL_OK)
         return {static_cast<Code>(rc), "cannot allocate " + std::to_string(capacity) +
                                            " bytes of pinned staging memory: " + take_module_error()};
     if (Status s = registry_.add(b.ptr, capacity, AFMESH_MEM_HOST, -1, &b.reg); !s) {

@@ -45,11 +45,16 @@ public:
         const Registration *reg = nullptr;
     };
 
-    /** `chunk_bytes`: the piece a staged push on a stream is copied and sent in (AFMESH_STAGING_CHUNK). */
+    /**
+     * `chunk_bytes`: the piece a staged push on a stream is copied and sent in
+     * (AFMESH_STAGING_CHUNK). `numa_node`: where the pinned buffers go, the
+     * NIC's node (placement.h); -1 for no preference.
+     */
     Staging(const Module &device, const Module &transport, MemoryRegistry &registry, int device_id,
-            uint64_t chunk_bytes)
+            uint64_t chunk_bytes, int numa_node)
         : device_(device), transport_(transport), registry_(registry), device_id_(device_id),
-          chunk_bytes_(std::max(chunk_bytes, wire::kMinChunkBytes)) {}  // receivers bound write counts by it
+          chunk_bytes_(std::max(chunk_bytes, wire::kMinChunkBytes)),  // receivers bound write counts by it
+          numa_node_(numa_node) {}
     ~Staging();
     Staging(const Staging &) = delete;
     Staging &operator=(const Staging &) = delete;
@@ -105,11 +110,13 @@ private:
     MemoryRegistry &registry_;
     const int device_id_;
     const uint64_t chunk_bytes_;
+    const int numa_node_;
     mutable Tally copies_, copied_bytes_;  // counted by the const copy calls
     Mutex mu_;  // the pools; never held across a device call that waits
     std::multimap<uint64_t, Buffer> free_ AFMESH_GUARDED_BY(mu_);
     std::vector<Buffer> all_ AFMESH_GUARDED_BY(mu_);
     std::vector<void *> events_ AFMESH_GUARDED_BY(mu_);
+    bool numa_refused_ AFMESH_GUARDED_BY(mu_) = false;  // said once: the kernel would not prefer numa_node_
 };
 
 }  // namespace afmesh

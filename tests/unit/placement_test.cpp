@@ -4,6 +4,7 @@
 // thread's CPUs, and what the user's settings override. And the CPU lists
 // and the settings the core offers the modules.
 #include <gtest/gtest.h>
+#include <linux/mempolicy.h>
 
 #include <cstdlib>
 
@@ -13,6 +14,7 @@
 #include "module_loader.h"
 #include "sysfs_machines.h"
 #include "topology/cpu_list.h"
+#include "topology/memory_node.h"
 
 #ifndef AFMESH_TEST_MODULE_DIR
 #error "the build must define AFMESH_TEST_MODULE_DIR (tests/modules output root)"
@@ -96,6 +98,7 @@ TEST_F(Placement8x8, EachDeviceTakesItsSwitchsNicAndItsSocketsCpus) {
         const Placement p = place(d);
         EXPECT_EQ(p.nic, "mlx5_" + std::to_string(d));
         EXPECT_EQ(p.cpus, socket_cpus(d / 4)) << d;
+        EXPECT_EQ(p.numa_node, d / 4) << "staging memory goes to the NIC's node";
         EXPECT_NE(p.reason.find("PIX (same PCIe switch)"), std::string::npos) << p.reason;
     }
 }
@@ -111,6 +114,9 @@ TEST_F(Placement8x8, TheUsersSettingsWin) {
     const Placement nic = place(5, {"AFMESH_NET_DEVICES=mlx5_0:1"});
     EXPECT_EQ(nic.nic, "");
     EXPECT_TRUE(nic.cpus.empty());
+    EXPECT_EQ(nic.numa_node, 0) << "the user's NIC's node, for staging memory";
+    EXPECT_EQ(place(0, {"AFMESH_NET_DEVICES=mlx5_6,mlx5_7"}).numa_node, 1);
+    EXPECT_EQ(place(0, {"AFMESH_NET_DEVICES=nic_nobody_has"}).numa_node, -1);
     Placement bad;
     EXPECT_EQ(place_node(config_with({"AFMESH_CPU_CORES=four"}), *device_, 0, &bad).code(), Code::kInvalidArgument);
 }
@@ -119,6 +125,38 @@ TEST_F(Placement8x8, AHostWithoutRdmaNicsPlacesNothing) {
     const Placement p = place(0, {"AFMESH_SYSFS_ROOT=" + machine_->root() + "/nowhere"});
     EXPECT_EQ(p.nic, "");
     EXPECT_TRUE(p.cpus.empty());
+    EXPECT_EQ(p.numa_node, -1);
+}
+
+// The policy staging allocates under: the NIC's node preferred, then the
+// thread's own policy back; a node the kernel refuses changes nothing.
+TEST(MemoryNodeScope, PrefersTheNodeWhileItLivesAndRestoresThePolicy) {
+    int mode = -1, node = -1;
+    topology::thread_memory_policy(&mode, &node);
+    if (mode < 0) GTEST_SKIP() << "this kernel has no NUMA memory policies (get_mempolicy failed)";
+    const int before = mode;
+    {
+        const topology::MemoryNodeScope scope(0);
+        ASSERT_TRUE(scope.ok()) << scope.error();
+        topology::thread_memory_policy(&mode, &node);
+        EXPECT_EQ(mode, MPOL_PREFERRED);
+        EXPECT_EQ(node, 0);
+    }
+    topology::thread_memory_policy(&mode, &node);
+    EXPECT_EQ(mode, before);
+    {
+        const topology::MemoryNodeScope none(-1);
+        EXPECT_TRUE(none.ok());
+        topology::thread_memory_policy(&mode, &node);
+        EXPECT_EQ(mode, before);
+    }
+    {
+        const topology::MemoryNodeScope refused(1000);  // no host of this kind has node 1000 online
+        EXPECT_FALSE(refused.ok());
+        EXPECT_NE(refused.error().find("set_mempolicy(MPOL_PREFERRED, node 1000)"), std::string::npos) << refused.error();
+        topology::thread_memory_policy(&mode, &node);
+        EXPECT_EQ(mode, before);
+    }
 }
 
 }  // namespace
