@@ -10,6 +10,7 @@
 #include "afmesh/afmesh.h"
 #include "config.h"
 #include "engine/node.h"
+#include "module_loader.h"
 #include "log.h"
 
 
@@ -84,7 +85,14 @@ Status build_config(const afmesh_config *c, afmesh::Config *config, afmesh::Role
     for (const char *const *p = c ? c->settings : nullptr; p && *p; ++p) {
         const char *eq = strchr(*p, '=');
         if (!eq) return {Code::kInvalidArgument, std::string("setting '") + *p + "' is not NAME=value"};
-        if (Status s = config->set(std::string(*p, static_cast<size_t>(eq - *p)), eq + 1); !s) return s;
+        const std::string name(*p, static_cast<size_t>(eq - *p));
+        // A module's setting is known once that module has been queried: all are, before calling it unknown.
+        if (!afmesh::find_var(name) && !afmesh::find_module_var(name)) afmesh::declare_all_module_settings(*config);
+        if (Status s = config->set(name, eq + 1); !s) return s;
+        // Modules read their settings from the process (host services), not from one node's configuration.
+        if (afmesh::find_module_var(name) && !afmesh::offer_module_setting(name, eq + 1))
+            return {Code::kInvalidArgument, name + " is a module's setting, which holds for the whole process, and "
+                                                   "another node of this process was given another value"};
     }
     afmesh_role r = c ? c->role : AFMESH_ROLE_FROM_CONFIG;
     if (r == AFMESH_ROLE_FROM_CONFIG) {

@@ -8,16 +8,22 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 #include "log.h"
+#include "thread_annotations.h"
 
 extern char **environ;
 
 namespace afmesh {
 namespace {
 
-// The one table. Keep it sorted by topic; `afmesh info` prints it in this order.
+// The core's table: the settings the core reads or offers to every module
+// (AFMESH_NET_DEVICES, AFMESH_SYSFS_ROOT, AFMESH_CONNECT_TIMEOUT_MS). A
+// setting only one module reads is that module's to declare (ABI 1.4), with
+// its default, so that the default is written once, beside the code that
+// uses it. Keep it sorted by topic; `afmesh info` prints it in this order.
 constexpr VarSpec kVars[] = {
     {"AFMESH_DEVICE", VarType::kList, "auto", nullptr, 0, 0,
      "device module: 'auto' (cuda > hip > ze > cpu) or an ordered list such as 'cuda,cpu'"},
@@ -30,15 +36,6 @@ constexpr VarSpec kVars[] = {
     {"AFMESH_NET_DEVICES", VarType::kList, "", nullptr, 0, 0,
      "NIC allow-list for RDMA transports, e.g. 'mlx5_0:1,mlx5_1:1' (unset: the RDMA NIC nearest this process's GPU, "
      "ties shared out by local rank; see afmesh info --topology)"},
-    {"AFMESH_FABRIC_PROVIDER", VarType::kString, "", nullptr, 0, 0,
-     "libfabric provider, e.g. 'tcp;ofi_rxm', 'shm', 'efa' (empty: libfabric's first hardware provider)"},
-    {"AFMESH_FABRIC_ENDPOINTS", VarType::kEnum, "auto", "auto|shared|per-connection", 0, 0,
-     "fabric transport: one endpoint for every connection (shared; needs 8-byte remote CQ data), one per "
-     "connection, or auto (shared where the provider allows, except over shm)"},
-    {"AFMESH_IBVERBS_LIBRARY", VarType::kString, "", nullptr, 0, 0,
-     "verbs library the ibverbs transport dlopen()s (empty: libibverbs.so.1; tests name an emulation)"},
-    {"AFMESH_TCP_BIND", VarType::kString, "127.0.0.1", nullptr, 0, 0,
-     "address the tcp transport listens on (IPv4 or IPv6 literal or host name)"},
     {"AFMESH_SCHEDULER", VarType::kString, "", nullptr, 0, 0, "host:port of the scheduler"},
     {"AFMESH_ROLE", VarType::kEnum, "", "scheduler|worker|server", 0, 0, "this process's role"},
     {"AFMESH_LAYOUT", VarType::kString, "", nullptr, 0, 0,
@@ -136,6 +133,76 @@ bool enum_contains(const char *choices, std::string_view value) {
     return false;
 }
 
+// A module's setting as the core keeps it: copies of the module's strings,
+// which `spec` points into. Built in place in a deque and never moved or
+// removed, so `spec` may be handed out for the life of the process.
+struct DeclaredVar {
+    std::string name, default_value, choices, doc;
+    VarSpec spec{};
+};
+
+struct DeclaredSettings {
+    Mutex mu;
+    std::deque<DeclaredVar> vars AFMESH_GUARDED_BY(mu);
+    std::vector<ModuleVars> modules AFMESH_GUARDED_BY(mu);
+};
+
+DeclaredSettings &declared_settings() {
+    static DeclaredSettings declared;
+    return declared;
+}
+
+const VarSpec *find_declared(DeclaredSettings &declared, std::string_view name) AFMESH_REQUIRES(declared.mu) {
+    for (const DeclaredVar &var : declared.vars)
+        if (var.name == name) return &var.spec;
+    return nullptr;
+}
+
+bool is_setting_name(std::string_view name) {
+    if (name.size() <= 7 || name.substr(0, 7) != "AFMESH_") return false;
+    return std::all_of(name.begin(), name.end(),
+                       [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; });
+}
+
+// Two declarations of one name agree on everything that decides its values.
+bool declared_alike(const VarSpec &a, const VarSpec &b) {
+    auto same = [](const char *x, const char *y) {
+        return std::string_view(x ? x : "") == std::string_view(y ? y : "");
+    };
+    return a.type == b.type && same(a.default_value, b.default_value) &&
+           (a.type != VarType::kEnum || same(a.choices, b.choices)) &&
+           (a.type != VarType::kInt || (a.min == b.min && a.max == b.max));
+}
+
+// Why module `module` may not declare `var` (its other rows being `rows`), or "".
+std::string refusal(const VarSpec &var, std::span<const VarSpec> rows, const std::string &module,
+                    DeclaredSettings &declared) AFMESH_REQUIRES(declared.mu) {
+    const std::string name = var.name ? var.name : "";
+    if (!is_setting_name(name)) return "setting name '" + name + "' is not AFMESH_ followed by A-Z, 0-9 and _";
+    if (find_var(name)) return name + " is a core setting: read it without declaring it";
+    if (std::count_if(rows.begin(), rows.end(), [&](const VarSpec &r) { return r.name && name == r.name; }) > 1)
+        return name + " is listed twice";
+    if (!var.doc || !*var.doc) return name + " has no doc line";
+    if (var.type == VarType::kEnum && (!var.choices || !*var.choices)) return name + " is an enum without choices";
+    if (var.type == VarType::kInt && var.min > var.max) return name + " has its bounds reversed";
+    if (var.default_value && *var.default_value)
+        if (Status s = check_var(var, var.default_value); !s) return "its own default fails: " + s.message();
+    for (const ModuleVars &other : declared.modules) {
+        if (other.module == module) continue;
+        for (const VarSpec *theirs : other.vars)
+            if (name == theirs->name && !declared_alike(var, *theirs))
+                return name + " is declared otherwise by module " + other.module;
+    }
+    return "";
+}
+
+// The default for `name`: the core table's, else the declaring module's; nullptr for neither.
+const char *default_of(std::string_view name) {
+    const VarSpec *spec = find_var(name);
+    if (!spec) spec = find_module_var(name);
+    return spec ? spec->default_value : nullptr;
+}
+
 // StepMesh's backend names are "GPU" (CUDA) and "CPU".
 std::string translate_alias_value(std::string_view alias, std::string value) {
     if (alias == "STEPMESH_BACKEND" || alias == "STEPMESH_BAKCEND") {
@@ -156,21 +223,64 @@ const VarSpec *find_var(std::string_view name) {
 }
 
 std::string suggest_var(std::string_view unknown) {
-    const VarSpec *best = nullptr;
+    const char *best = nullptr;
     size_t best_distance = SIZE_MAX;
-    for (const VarSpec &spec : kVars) {
-        size_t d = edit_distance(unknown, spec.name);
+    auto consider = [&](const char *name) {
+        size_t d = edit_distance(unknown, name);
         if (d < best_distance) {
             best_distance = d;
-            best = &spec;
+            best = name;
         }
-    }
+    };
+    for (const VarSpec &spec : kVars) consider(spec.name);
+    DeclaredSettings &declared = declared_settings();
+    MutexLock lock(&declared.mu);
+    for (const DeclaredVar &var : declared.vars) consider(var.spec.name);
     // Accept a typo of up to a third of the name's length (at least 2 edits).
     size_t limit = std::max<size_t>(2, unknown.size() / 3);
-    return best && best_distance <= limit ? best->name : "";
+    return best && best_distance <= limit ? best : "";
 }
 
-Status Config::check(const VarSpec &spec, const std::string &value) const {
+Status declare_module_vars(afmesh_module_kind kind, const std::string &module, std::span<const VarSpec> vars) {
+    DeclaredSettings &declared = declared_settings();
+    MutexLock lock(&declared.mu);
+    for (const ModuleVars &known : declared.modules)
+        if (known.kind == kind && known.module == module) return Status::ok();
+    for (const VarSpec &var : vars)
+        if (std::string why = refusal(var, vars, module, declared); !why.empty())
+            return {Code::kInvalidArgument, "module " + module + " declares a bad setting: " + why};
+    ModuleVars added{kind, module, {}};
+    for (const VarSpec &var : vars) {
+        if (const VarSpec *same = find_declared(declared, var.name)) {  // another module's, declared alike
+            added.vars.push_back(same);
+            continue;
+        }
+        DeclaredVar &kept = declared.vars.emplace_back();
+        kept.name = var.name;
+        kept.default_value = var.default_value ? var.default_value : "";
+        kept.choices = var.choices ? var.choices : "";
+        kept.doc = var.doc;
+        kept.spec = {kept.name.c_str(), var.type, kept.default_value.c_str(),
+                     var.type == VarType::kEnum ? kept.choices.c_str() : nullptr, var.min, var.max, kept.doc.c_str()};
+        added.vars.push_back(&kept.spec);
+    }
+    if (!added.vars.empty()) declared.modules.push_back(std::move(added));
+    return Status::ok();
+}
+
+const VarSpec *find_module_var(std::string_view name) {
+    DeclaredSettings &declared = declared_settings();
+    MutexLock lock(&declared.mu);
+    return find_declared(declared, name);
+}
+
+std::vector<ModuleVars> module_vars() {
+    DeclaredSettings &declared = declared_settings();
+    MutexLock lock(&declared.mu);
+    return declared.modules;
+}
+
+Status check_var(const VarSpec &spec, const std::string &value) {
     switch (spec.type) {
     case VarType::kInt: {
         int64_t v = 0;
@@ -186,6 +296,10 @@ Status Config::check(const VarSpec &spec, const std::string &value) const {
             return {Code::kInvalidArgument,
                     std::string(spec.name) + "='" + value + "' is not one of " + spec.choices};
         return Status::ok();
+    case VarType::kBool:
+        if (value != "0" && value != "1")
+            return {Code::kInvalidArgument, std::string(spec.name) + "='" + value + "' is not 0 or 1"};
+        return Status::ok();
     case VarType::kString:
     case VarType::kList:
         return Status::ok();
@@ -194,15 +308,19 @@ Status Config::check(const VarSpec &spec, const std::string &value) const {
 }
 
 Status Config::set(std::string_view name, std::string value) {
-    const VarSpec *spec = find_var(name);
-    if (!spec) {
-        std::string hint = suggest_var(name);
-        return {Code::kInvalidArgument, "unknown setting " + std::string(name) +
-                                            (hint.empty() ? "" : " (did you mean " + hint + "?)")};
+    if (const VarSpec *spec = find_var(name)) {
+        if (Status s = check_var(*spec, value); !s) return s;
+        values_[spec->name] = std::move(value);
+        return Status::ok();
     }
-    if (Status s = check(*spec, value); !s) return s;
-    values_[spec->name] = std::move(value);
-    return Status::ok();
+    if (const VarSpec *spec = find_module_var(name)) {
+        if (Status s = check_var(*spec, value); !s) return s;
+        module_values_[spec->name] = std::move(value);
+        return Status::ok();
+    }
+    std::string hint = suggest_var(name);
+    return {Code::kInvalidArgument,
+            "unknown setting " + std::string(name) + (hint.empty() ? "" : " (did you mean " + hint + "?)")};
 }
 
 void Config::apply_env_value(const std::string &name, std::string value, const std::string &origin) {
@@ -270,13 +388,10 @@ Config Config::from_env(char **envp) {
     for (const auto &[name, value] : env) {
         if (name.rfind("AFMESH_", 0) != 0) continue;
         if (name == "AFMESH_LIBRARY") continue;  // read by the Python binding, not the library
-        if (!find_var(name)) {
-            std::string hint = suggest_var(name);
-            config.notes_.push_back("unknown variable " + name + " is ignored" +
-                                    (hint.empty() ? "" : " (did you mean " + hint + "?)"));
-            continue;
-        }
-        config.apply_env_value(name, value, name);
+        if (find_var(name))
+            config.apply_env_value(name, value, name);
+        else
+            config.module_values_.emplace(name, value);  // a module's, or a typo: check_module_vars() tells
     }
     // The aliases taken, named in one note: a StepMesh launch sets six or seven of
     // them, and a warning line for each buried the warnings that matter.
@@ -329,12 +444,44 @@ const Config &Config::process() {
     return config;
 }
 
-bool Config::is_set(std::string_view name) const { return values_.find(name) != values_.end(); }
+std::vector<std::string> Config::module_var_names() const {
+    std::vector<std::string> names;
+    for (const auto &[name, value] : module_values_) names.push_back(name);
+    return names;
+}
+
+Status Config::check_module_vars(std::vector<std::string> *notes) const {
+    Status first;
+    for (const auto &[name, value] : module_values_) {
+        const VarSpec *spec = find_module_var(name);
+        if (!spec) {
+            std::string hint = suggest_var(name);
+            notes->push_back("unknown variable " + name + " is ignored" +
+                             (hint.empty() ? "" : " (did you mean " + hint + "?)"));
+        } else if (Status s = check_var(*spec, value); !s) {
+            notes->push_back(s.message() + " (from " + name + "); using the default");
+            if (first.is_ok()) first = s;
+        }
+    }
+    return first;
+}
+
+const std::string *Config::module_value(std::string_view name) const {
+    auto it = module_values_.find(name);
+    if (it == module_values_.end()) return nullptr;
+    const VarSpec *spec = find_module_var(name);
+    return spec && check_var(*spec, it->second) ? &it->second : nullptr;
+}
+
+bool Config::is_set(std::string_view name) const {
+    return values_.find(name) != values_.end() || module_value(name) != nullptr;
+}
 
 std::string Config::get(std::string_view name) const {
     if (auto it = values_.find(name); it != values_.end()) return it->second;
-    const VarSpec *spec = find_var(name);
-    return spec ? spec->default_value : "";
+    if (const std::string *value = module_value(name)) return *value;
+    const char *fallback = default_of(name);
+    return fallback ? fallback : "";
 }
 
 int64_t Config::get_int(std::string_view name) const {
@@ -361,8 +508,9 @@ std::vector<std::string> Config::get_list(std::string_view name) const {
 
 const char *Config::c_str(std::string_view name) const {
     if (auto it = values_.find(name); it != values_.end()) return it->second.c_str();
-    const VarSpec *spec = find_var(name);
-    return spec && spec->default_value[0] != '\0' ? spec->default_value : nullptr;
+    if (const std::string *value = module_value(name)) return value->c_str();
+    const char *fallback = default_of(name);
+    return fallback && fallback[0] != '\0' ? fallback : nullptr;
 }
 
 }  // namespace afmesh

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <span>
 
 #include "log.h"
 #include "thread_annotations.h"
@@ -162,6 +164,48 @@ std::string joined_search_dirs(const Config &config) {
     return dirs;
 }
 
+// Modules keep process-wide state (the host services pointer, runtime
+// handles) set by query and init: they are opened one at a time, under `mu`.
+struct Loading {
+    Mutex mu;
+    // The files opened and queried, whatever they answered, so that checking
+    // the environment opens none of them a second time.
+    std::set<std::string> asked AFMESH_GUARDED_BY(mu);
+};
+
+Loading &loading() {
+    static Loading state;
+    return state;
+}
+
+// Hands the settings a module declared (ABI 1.4) over to the configuration.
+// Nothing of a module answering 1.3 or less is read: the fields are not its.
+Status declare_settings(const ModuleRecord &record, const afmesh_module_desc &desc) {
+    if (desc.abi_minor < 4 || desc.setting_count == 0) return Status::ok();
+    // A bound against garbage in the count, far above any real table.
+    constexpr uint32_t kMaxSettings = 1024;
+    if (!desc.settings || desc.setting_count > kMaxSettings)
+        return {Code::kInvalidArgument, "the module's settings table is missing or claims " +
+                                            std::to_string(desc.setting_count) + " entries"};
+    std::vector<VarSpec> vars;
+    for (const afmesh_module_setting &s : std::span(desc.settings, desc.setting_count)) {
+        VarType type;
+        switch (s.type) {
+        case AFMESH_SETTING_STRING: type = VarType::kString; break;
+        case AFMESH_SETTING_INT: type = VarType::kInt; break;
+        case AFMESH_SETTING_BOOL: type = VarType::kBool; break;
+        case AFMESH_SETTING_ENUM: type = VarType::kEnum; break;
+        default:
+            return {Code::kInvalidArgument, std::string("setting ") + (s.name ? s.name : "(null)") + " has type " +
+                                                std::to_string(s.type) + ", which ABI " +
+                                                std::to_string(AFMESH_HAL_ABI_MAJOR) + "." +
+                                                std::to_string(AFMESH_HAL_ABI_MINOR) + " does not define"};
+        }
+        vars.push_back({s.name, type, s.default_value, s.choices, s.min, s.max, s.doc});
+    }
+    return declare_module_vars(record.kind, record.name, vars);
+}
+
 }  // namespace
 
 bool offer_module_setting(const std::string &name, const std::string &value) {
@@ -294,30 +338,32 @@ std::vector<ModuleRecord> discover_modules(const Config &config) {
     return records;
 }
 
-Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
-    // Modules keep process-wide state (the host services pointer, runtime
-    // handles) set by query and init: load one at a time.
-    static Mutex load_mu;
-    MutexLock lock(&load_mu);
-    // Timed whatever the outcome: a slow probe costs every process that starts.
-    struct ProbeTimer {
-        ModuleRecord &record;
-        std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
-        ~ProbeTimer() {
-            record.probe_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
-        }
-    } timer{record};
-    auto fail = [&record](ModuleState state, Code code, std::string reason) {
-        record.state = state;
-        record.reason = reason;
-        return Status(code, std::string(kind_word(record.kind)) + " module '" + record.name + "' (" + record.path +
-                                "): " + reason);
+namespace {
+
+// Records why `record` cannot be used and returns that as an error naming the file.
+Status record_failure(ModuleRecord &record, ModuleState state, Code code, const std::string &reason) {
+    record.state = state;
+    record.reason = reason;
+    return Status(code, std::string(kind_word(record.kind)) + " module '" + record.name + "' (" + record.path +
+                            "): " + reason);
+}
+
+// A module file opened and queried, not initialised.
+struct Queried {
+    std::unique_ptr<void, int (*)(void *)> handle{nullptr, dlclose};
+    afmesh_module_desc desc{};
+};
+
+// dlopen, the query, every check of its answer, and the settings it
+// declares: all of loading a module but init().
+Status query_module(Loading &state, ModuleRecord &record, Queried *out) AFMESH_REQUIRES(state.mu) {
+    auto fail = [&record](ModuleState st, Code code, const std::string &reason) {
+        return record_failure(record, st, code, reason);
     };
-    std::unique_ptr<Module> module(new Module());
-    module->kind_ = record.kind;
+    state.asked.insert(record.path);
     // NODELETE: a module's thread-locals and vendor runtimes may outlive dlclose.
-    module->handle_ = dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!module->handle_) {
+    out->handle.reset(dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE));
+    if (!out->handle) {
         // A vendor library the module links (libamdhip64, libze_loader...) is
         // absent: this host simply lacks that runtime, like init()'s NOT_PRESENT.
         std::string error = dlerror();
@@ -328,13 +374,13 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
         return fail(ModuleState::kError, Code::kError, "dlopen failed: " + error);
     }
     dlerror();
-    auto query = reinterpret_cast<afmesh_module_query_fn>(dlsym(module->handle_, AFMESH_MODULE_QUERY_SYMBOL));
+    auto query = reinterpret_cast<afmesh_module_query_fn>(dlsym(out->handle.get(), AFMESH_MODULE_QUERY_SYMBOL));
     if (!query) {
         const char *err = dlerror();
         return fail(ModuleState::kError, Code::kError,
                     std::string("no symbol " AFMESH_MODULE_QUERY_SYMBOL) + (err ? std::string(": ") + err : ""));
     }
-    afmesh_module_desc desc{};
+    afmesh_module_desc &desc = out->desc;
     desc.struct_size = sizeof desc;
     take_module_error();
     int rc = query(AFMESH_HAL_ABI_MAJOR, host_services(), &desc);
@@ -358,11 +404,65 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
         return fail(ModuleState::kError, Code::kError, "operations table missing or shorter than ABI 1.0's");
     if (const char *missing = missing_required_entry(record.kind, desc.ops))
         return fail(ModuleState::kError, Code::kError, std::string("required entry '") + missing + "' is NULL");
-    module->ops_ = desc.ops;
-    module->name_ = desc.name;
+    // Before init(): a module may read its settings there, and one that is not
+    // present on this host still declares them (to `afmesh info`, to the check).
+    if (Status s = declare_settings(record, desc); !s) return fail(ModuleState::kError, Code::kError, s.message());
+    return Status::ok();
+}
+
+// The check of the AFMESH_* variables outside the core's table, as node
+// start-up runs it from select_module.
+struct StartupCheck {
+    // A node selects a device and a transport; once a process has selected
+    // both, the modules it uses (and those it tried before them) have
+    // declared their settings, and only a variable none of them declares
+    // makes the check query the other modules.
+    std::atomic<bool> device_selected{false}, transport_selected{false};
+    Mutex mu;
+    std::set<std::string> warned AFMESH_GUARDED_BY(mu);  // each note is logged once per process
+};
+
+StartupCheck &startup_check() {
+    static StartupCheck check;
+    return check;
+}
+
+void check_after_selection(const Config &config, afmesh_module_kind kind) {
+    StartupCheck &check = startup_check();
+    (kind == AFMESH_MODULE_DEVICE ? check.device_selected : check.transport_selected).store(true);
+    if (!check.device_selected.load() || !check.transport_selected.load()) return;
+    std::vector<std::string> notes;
+    // A bad value reads as the default; afmesh info fails on it, a node warns.
+    (void)check_module_variables(config, &notes);
+    MutexLock lock(&check.mu);
+    for (const std::string &note : notes)
+        if (check.warned.insert(note).second) log(AFMESH_LOG_WARN, "config", "%s", note.c_str());
+}
+
+}  // namespace
+
+Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
+    Loading &state = loading();
+    MutexLock lock(&state.mu);
+    // Timed whatever the outcome: a slow probe costs every process that starts.
+    struct ProbeTimer {
+        ModuleRecord &record;
+        std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+        ~ProbeTimer() {
+            record.probe_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+        }
+    } timer{record};
+    Queried queried;
+    if (Status s = query_module(state, record, &queried); !s) return s;
+    std::unique_ptr<Module> module(new Module());
+    module->kind_ = record.kind;
+    module->handle_ = queried.handle.release();
+    module->ops_ = queried.desc.ops;
+    module->name_ = queried.desc.name;
     module->version_ = record.version;
     module->abi_minor_ = record.abi_minor;
 
+    int rc;
     take_module_error();
     if (record.kind == AFMESH_MODULE_DEVICE) {
         rc = module->device().init(&module->ctx_);
@@ -372,17 +472,34 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out) {
     }
     if (rc == AFMESH_HAL_NOT_PRESENT) {
         module->ctx_ = nullptr;
-        return fail(ModuleState::kNotPresent, Code::kNotPresent, describe_failure("init", rc));
+        return record_failure(record, ModuleState::kNotPresent, Code::kNotPresent, describe_failure("init", rc));
     }
     if (rc != AFMESH_HAL_OK) {
         module->ctx_ = nullptr;
-        return fail(ModuleState::kError, Code::kError, describe_failure("init", rc));
+        return record_failure(record, ModuleState::kError, Code::kError, describe_failure("init", rc));
     }
     record.state = ModuleState::kLoaded;
     record.reason.clear();
     record.details = module->describe();
     *out = std::move(module);
     return Status::ok();
+}
+
+void declare_all_module_settings(const Config &config) {
+    Loading &state = loading();
+    MutexLock lock(&state.mu);
+    for (ModuleRecord &record : discover_modules(config)) {
+        if (record.state == ModuleState::kShadowed || state.asked.count(record.path)) continue;
+        Queried queried;
+        (void)query_module(state, record, &queried);  // one that cannot answer declares nothing
+    }
+}
+
+Status check_module_variables(const Config &config, std::vector<std::string> *notes) {
+    const std::vector<std::string> names = config.module_var_names();
+    if (!std::all_of(names.begin(), names.end(), [](const std::string &name) { return find_module_var(name); }))
+        declare_all_module_settings(config);
+    return config.check_module_vars(notes);
 }
 
 Status select_module(const Config &config, afmesh_module_kind kind, std::unique_ptr<Module> *out,
@@ -411,6 +528,7 @@ Status select_module(const Config &config, afmesh_module_kind kind, std::unique_
                    it->probe_ms, module_state_name(it->state));
         if (s) {
             AFMESH_LOG(AFMESH_LOG_INFO, "%s module '%s' selected (%s)", kind_word(kind), name.c_str(), it->path.c_str());
+            check_after_selection(config, kind);
             return s;
         }
         if (automatic) AFMESH_LOG(AFMESH_LOG_INFO, "%s", s.message().c_str());

@@ -97,10 +97,29 @@ std::vector<std::string> module_search_dirs(const Config &config);
 std::vector<ModuleRecord> discover_modules(const Config &config);
 
 /**
- * dlopen()s `record`, checks its ABI and kind, and runs init(). Updates
+ * dlopen()s `record`, checks its ABI and kind, hands the settings it
+ * declares (ABI 1.4) to the configuration, and runs init(). Updates
  * record.state/reason/version. NOT_PRESENT and errors carry the reason.
  */
 Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);
+
+/**
+ * Checks the AFMESH_* variables of `config` outside the core's table
+ * (Config::check_module_vars) against the settings the modules declare
+ * (ABI 1.4). The loader knows the settings of every module it has queried;
+ * only when some variable is declared by none of them are the other
+ * modules on the search path queried (dlopen and query, never init()), so
+ * that a name is called unknown only when no module declares it.
+ */
+Status check_module_variables(const Config &config, std::vector<std::string> *notes);
+
+/**
+ * Queries every module on the search path not queried yet (dlopen and
+ * query, never init()), so that every setting a module declares is known:
+ * for a name that may be any module's, such as one given in
+ * afmesh_config.settings before any module was loaded.
+ */
+void declare_all_module_settings(const Config &config);
 
 /**
  * Selects the device (kind DEVICE, variable AFMESH_DEVICE) or transport
@@ -109,6 +128,9 @@ Status load_module(ModuleRecord &record, std::unique_ptr<Module> *out);
  * lines; a module named explicitly that fails is an error carrying its
  * reason, and a name that is not on the search path is an error naming the
  * directories searched. `report`, when given, receives every record tried.
+ * Once the process has selected a module of each kind (a node's start-up),
+ * a successful selection also runs check_module_variables() and logs each
+ * of its notes once.
  */
 Status select_module(const Config &config, afmesh_module_kind kind, std::unique_ptr<Module> *out,
                      std::vector<ModuleRecord> *report = nullptr);

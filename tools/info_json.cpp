@@ -64,15 +64,26 @@ ordered_json transport_json(const InfoReport &report) {
     return transport;
 }
 
-ordered_json variables_json(const InfoReport &report) {
+ordered_json variables_json(const std::vector<VariableRow> &rows) {
     ordered_json variables = ordered_json::array();
-    for (const VariableRow &v : report.variables)
+    for (const VariableRow &v : rows)
         variables.push_back({{"name", v.spec->name},
                              {"value", v.value},
                              {"set", v.is_set},
                              {"default", v.spec->default_value},
                              {"doc", v.spec->doc}});
     return variables;
+}
+
+// A module's settings come from the environment or from its declaration: "source" says which.
+ordered_json module_variables_json(const InfoReport &report) {
+    ordered_json modules = ordered_json::array();
+    for (const ModuleVariables &m : report.module_variables) {
+        ordered_json variables = variables_json(m.variables);
+        for (ordered_json &v : variables) v["source"] = v["set"].get<bool>() ? "environment" : "default";
+        modules.push_back({{"kind", module_kind_name(m.kind)}, {"module", m.module}, {"variables", variables}});
+    }
+    return modules;
 }
 
 // null outside a job manager; "role" is null until AFMESH_LAYOUT says what the place makes this process.
@@ -104,7 +115,8 @@ void write_info_json(const InfoReport &report, FILE *out) {
         {"device", device_json(report)},
         {"transport", transport_json(report)},
         {"job", job_json(report)},
-        {"variables", variables_json(report)},
+        {"variables", variables_json(report.variables)},
+        {"module_variables", module_variables_json(report)},
         {"security",
          {{"data_plane", report.security.data_plane},
           {"admission", report.security.admission_token ? "token" : "open"},

@@ -18,14 +18,31 @@ bool is_secret(std::string_view name) {
     return false;
 }
 
+VariableRow read_variable(const Config &config, const VarSpec &spec) {
+    VariableRow row{&spec, config.get(spec.name), config.is_set(spec.name)};
+    if (is_secret(spec.name) && !row.value.empty()) row.value = "********";
+    return row;
+}
+
 std::vector<VariableRow> read_variables(const Config &config) {
     std::vector<VariableRow> rows;
-    for (const VarSpec &spec : config_vars()) {
-        VariableRow row{&spec, config.get(spec.name), config.is_set(spec.name)};
-        if (is_secret(spec.name) && !row.value.empty()) row.value = "********";
-        rows.push_back(std::move(row));
-    }
+    for (const VarSpec &spec : config_vars()) rows.push_back(read_variable(config, spec));
     return rows;
+}
+
+// After probing, when every module found has declared its settings; in the
+// order the modules are listed.
+std::vector<ModuleVariables> read_module_variables(const Config &config, const std::vector<ModuleRecord> &found) {
+    const std::vector<ModuleVars> declared = module_vars();
+    std::vector<ModuleVariables> modules;
+    for (const ModuleRecord &record : found) {
+        auto same = [&record](const ModuleVars &m) { return m.kind == record.kind && m.module == record.name; };
+        auto it = std::find_if(declared.begin(), declared.end(), same);
+        if (record.state == ModuleState::kShadowed || it == declared.end()) continue;
+        ModuleVariables &shown = modules.emplace_back(ModuleVariables{it->kind, it->module, {}});
+        for (const VarSpec *spec : it->vars) shown.variables.push_back(read_variable(config, *spec));
+    }
+    return modules;
 }
 
 Selection describe_selection(const Status &status, const std::unique_ptr<Module> &module,
@@ -112,6 +129,8 @@ InfoReport gather_info(const Config &config) {
     std::vector<ModuleRecord> tried = std::move(tried_devices);
     tried.insert(tried.end(), tried_transports.begin(), tried_transports.end());
     probe_all(report, tried);
+    report.module_variables = read_module_variables(config, report.modules);
+    if (Status s = check_module_variables(config, &report.notes); !s) report.errors.push_back(s.message());
     return report;
 }
 

@@ -18,7 +18,14 @@ namespace afmesh::tool {
 struct VariableRow {
     const VarSpec *spec;
     std::string value;  // the current value, or the default when unset
-    bool is_set;        // set by the environment, an alias or the API
+    bool is_set;        // set by the environment, an alias or the API (a module's: by the environment)
+};
+
+/** The settings one module declared (ABI 1.4), as shown after the core's. */
+struct ModuleVariables {
+    afmesh_module_kind kind;
+    std::string module;
+    std::vector<VariableRow> variables;
 };
 
 /** One device of the selected device module. */
@@ -49,7 +56,8 @@ struct InfoReport {
     Selection device, transport;
     std::vector<DeviceRow> devices;  // of the selected device module
     afmesh_net_caps caps{};          // of the selected transport
-    std::vector<VariableRow> variables;
+    std::vector<VariableRow> variables;                 // the core's
+    std::vector<ModuleVariables> module_variables;      // of every module that declared some
     SecurityReport security;
     std::vector<std::string> notes;   // configuration warnings, and devices that could not be listed
     std::vector<std::string> errors;  // each one makes `afmesh info` fail

@@ -104,14 +104,24 @@ void write_selected(const InfoReport &report, FILE *out) {
             std::max<uint32_t>(c.max_write_segs, 1), c.recv_depth, c.max_addr_size);
 }
 
+// Each row: name, where the value came from (`set_word` when set), the value, and the doc line below.
+void write_rows(const std::vector<VariableRow> &rows, const char *set_word, FILE *out) {
+    int width = 0;
+    for (const VariableRow &v : rows) width = std::max(width, static_cast<int>(strlen(v.spec->name)));
+    for (const VariableRow &v : rows) {
+        const char *value = v.value.empty() ? "(empty)" : v.value.c_str();
+        fprintf(out, "  %-*s  %-7s  %s\n", width, v.spec->name, v.is_set ? set_word : "default", value);
+        fprintf(out, "  %-*s  %s\n", width, "", v.spec->doc);
+    }
+}
+
 void write_variables(const InfoReport &report, FILE *out) {
     fprintf(out, "\nSettings:\n");
-    int width = 0;
-    for (const VariableRow &v : report.variables) width = std::max(width, static_cast<int>(strlen(v.spec->name)));
-    for (const VariableRow &v : report.variables) {
-        const char *value = v.value.empty() ? "(empty)" : v.value.c_str();
-        fprintf(out, "  %-*s  %-7s  %s\n", width, v.spec->name, v.is_set ? "set" : "default", value);
-        fprintf(out, "  %-*s  %s\n", width, "", v.spec->doc);
+    write_rows(report.variables, "set", out);
+    // A module's settings come from the environment or from its declaration.
+    for (const ModuleVariables &m : report.module_variables) {
+        fprintf(out, "\nSettings of %s module %s:\n", module_kind_name(m.kind), m.module.c_str());
+        write_rows(m.variables, "env", out);
     }
 }
 

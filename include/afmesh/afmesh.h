@@ -104,9 +104,12 @@ typedef struct afmesh_tensor {
 /**
  * Node configuration. Zero-initialise and set struct_size; anything left
  * zero/NULL comes from the AFMESH_* variables (or their StepMesh aliases),
- * then the defaults. `settings` overrides the environment for any variable,
- * e.g. {"AFMESH_RANK=1", "AFMESH_NUM_WORKERS=2", NULL}; an unknown name or a
- * bad value is INVALID_ARGUMENT with a did-you-mean.
+ * then the defaults. `settings` overrides the environment for the core's
+ * variables, e.g. {"AFMESH_RANK=1", "AFMESH_NUM_WORKERS=2", NULL}; an unknown
+ * name or a bad value is INVALID_ARGUMENT with a did-you-mean. A module's
+ * setting (afmesh info lists them per module, e.g. AFMESH_TCP_BIND) holds
+ * for the whole process: it applies where the environment does not set it,
+ * and a second node of the process given another value is refused.
  */
 typedef struct afmesh_config {
     size_t struct_size;

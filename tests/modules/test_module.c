@@ -12,9 +12,18 @@
  *   TM_INIT_REASON   the set_error() reason init() gives when it does not return OK
  *   TM_QUERY_SYMBOL  the name the query function is exported under (default: the right one)
  *   TM_ABI_1_0       when defined, the transport table has ABI 1.0's size (no describe entry)
+ *                    and the module answers with ABI minor 0
+ *   TM_ABI_MINOR     the ABI minor the module answers with (default: the header's)
+ *   TM_SETTING_NAME  the name of its first setting (default AFMESH_TESTMOD_GREETING)
  *
  * The operations are minimal but valid: one device / a plausible set of caps,
  * and NOT_SUPPORTED for everything a loader test never calls.
+ *
+ * Every variant declares two settings of its own (ABI 1.4): a string whose
+ * default is "hello" and an integer within [1, 3] whose default is 1; a
+ * transport's describe() says what get_config() gave for each. The table is
+ * handed over whatever minor the module answers with, so that a module
+ * answering 1.3 shows the core ignoring fields that such a module never wrote.
  */
 #include <stdio.h>
 
@@ -33,6 +42,21 @@
 #ifndef TM_QUERY_SYMBOL
 #define TM_QUERY_SYMBOL afmesh_module_query
 #endif
+#ifdef TM_ABI_1_0
+#define TM_ABI_MINOR 0
+#endif
+#ifndef TM_ABI_MINOR
+#define TM_ABI_MINOR AFMESH_HAL_ABI_MINOR
+#endif
+#ifndef TM_SETTING_NAME
+#define TM_SETTING_NAME "AFMESH_TESTMOD_GREETING"
+#endif
+
+static const afmesh_module_setting kSettings[] = {
+    {TM_SETTING_NAME, AFMESH_SETTING_STRING, "hello", NULL, 0, 0, "what a test module's describe() greets with"},
+    {"AFMESH_TESTMOD_REPEAT", AFMESH_SETTING_INT, "1", NULL, 1, 3, "how often a test module would greet"},
+};
+#define TM_SETTING_COUNT (sizeof kSettings / sizeof kSettings[0])
 
 static const afmesh_host_services *g_host;
 static int g_context;
@@ -192,9 +216,14 @@ static int net_poll(void *c, afmesh_net_event *e, int max) {
 }
 
 #ifndef TM_ABI_1_0
+/* Two lines of its own, then "NAME: value" for each of its settings, as get_config() gives them. */
 static int net_describe(void *c, char *buf, size_t len) {
     (void)c;
-    snprintf(buf, len, "test transport '%s'\nsecond line of its account\n", TM_NAME);
+    int used = snprintf(buf, len, "test transport '%s'\nsecond line of its account\n", TM_NAME);
+    for (size_t i = 0; i < TM_SETTING_COUNT && used >= 0 && (size_t)used < len; ++i) {
+        const char *value = g_host->get_config(kSettings[i].name);
+        used += snprintf(buf + used, len - (size_t)used, "%s: %s\n", kSettings[i].name, value ? value : "(unset)");
+    }
     return AFMESH_HAL_OK;
 }
 #endif
@@ -225,15 +254,15 @@ AFMESH_MODULE_EXPORT int TM_QUERY_SYMBOL(uint32_t host_abi_major, const afmesh_h
                                          afmesh_module_desc *out) {
     g_host = host;
     out->abi_major = TM_ABI_MAJOR;
-#ifdef TM_ABI_1_0
-    out->abi_minor = 0;
-#else
-    out->abi_minor = AFMESH_HAL_ABI_MINOR;
-#endif
+    out->abi_minor = TM_ABI_MINOR;
     if (host_abi_major != TM_ABI_MAJOR) return AFMESH_HAL_UNSUPPORTED_VERSION;
     out->kind = TM_KIND;
     out->name = TM_NAME;
     out->version = TM_VERSION;
     out->ops = TM_KIND == AFMESH_MODULE_DEVICE ? (const void *)&kDeviceOps : (const void *)&kNetOps;
+    if (out->struct_size >= AFMESH_MODULE_DESC_SIZE_1_4) {
+        out->settings = kSettings;
+        out->setting_count = TM_SETTING_COUNT;
+    }
     return AFMESH_HAL_OK;
 }

@@ -59,6 +59,22 @@ TEST(CApi, UnknownSettingGetsADidYouMean) {
     EXPECT_NE(last_error().find("did you mean AFMESH_NUM_WORKERS"), std::string::npos) << last_error();
 }
 
+// A module's setting given in the config struct: known before any module was
+// loaded (typos get a did-you-mean), and one value for the whole process.
+TEST(CApi, AModulesSettingIsKnownAndHoldsForTheProcess) {
+    afmesh_node *node = nullptr;
+    EXPECT_EQ(create(AFMESH_ROLE_WORKER, "127.0.0.1:1", {"AFMESH_TCP_BND=127.0.0.1"}, &node), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("did you mean AFMESH_TCP_BIND"), std::string::npos) << last_error();
+    // Accepted, and the setting after it is the one refused: nothing connects.
+    EXPECT_EQ(create(AFMESH_ROLE_WORKER, "127.0.0.1:1", {"AFMESH_TCP_BIND=127.0.0.1", "AFMESH_POLL=fast"}, &node),
+              AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("AFMESH_POLL"), std::string::npos) << last_error();
+    EXPECT_EQ(create(AFMESH_ROLE_WORKER, "127.0.0.1:1", {"AFMESH_TCP_BIND=127.0.0.2"}, &node), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("another node of this process was given another value"), std::string::npos)
+        << last_error();
+    EXPECT_EQ(node, nullptr);
+}
+
 TEST(CApi, BadSettingValueIsRefused) {
     afmesh_node *node = nullptr;
     EXPECT_EQ(create(AFMESH_ROLE_WORKER, "127.0.0.1:1", {"AFMESH_POLL=fast"}, &node), AFMESH_ERR_INVALID_ARGUMENT);

@@ -185,6 +185,73 @@ TEST(info_command, MisspeltVariableWarnsWithDidYouMean) {
     EXPECT_TRUE(contains(r.out, "did you mean AFMESH_TRANSPORT")) << "the Notes section lists it too\n" << r.out;
 }
 
+// ---- afmesh info: the settings modules declare (ABI 1.4) ----
+
+// The lines of the section that `heading` opens, up to the next blank line.
+std::string section(const std::string &text, const std::string &heading) {
+    const size_t start = text.find("\n" + heading + "\n");
+    if (start == std::string::npos) return "";
+    const size_t end = text.find("\n\n", start + 1);
+    return text.substr(start + 1, end == std::string::npos ? std::string::npos : end - start - 1);
+}
+
+TEST(info_command, ListsEachModulesSettingsAfterTheCoresWithValueAndSource) {
+    ChildResult unset = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport});
+    ASSERT_EQ(unset.exit_code, 0) << unset.err;
+    const size_t core = unset.out.find("\nSettings:\n");
+    const size_t good = unset.out.find("\nSettings of transport module good:\n");
+    ASSERT_NE(good, std::string::npos) << unset.out;
+    EXPECT_LT(core, good);
+    const std::string shown = section(unset.out, "Settings of transport module good:");
+    EXPECT_TRUE(contains(shown, "  AFMESH_TESTMOD_GREETING  default  hello\n")) << shown;
+    EXPECT_TRUE(contains(shown, "what a test module's describe() greets with")) << shown;
+    EXPECT_TRUE(contains(shown, "  AFMESH_TESTMOD_REPEAT    default  1\n")) << shown;
+    EXPECT_FALSE(contains(section(unset.out, "Settings:"), "AFMESH_TESTMOD_GREETING")) << "not among the core's";
+    EXPECT_TRUE(contains(unset.out, "        AFMESH_TESTMOD_GREETING: hello\n")) << "what the module read:\n" << unset.out;
+
+    ChildResult set = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_TESTMOD_GREETING=bonjour"});
+    ASSERT_EQ(set.exit_code, 0) << set.err;
+    EXPECT_TRUE(contains(section(set.out, "Settings of transport module good:"),
+                         "  AFMESH_TESTMOD_GREETING  env      bonjour\n"))
+        << set.out;
+    EXPECT_TRUE(contains(set.out, "        AFMESH_TESTMOD_GREETING: bonjour\n"))
+        << "the module reads the environment's value:\n" << set.out;
+    EXPECT_FALSE(contains(set.out, "unknown variable")) << set.out;
+}
+
+TEST(info_command, MisspeltModuleSettingWarnsWithDidYouMean) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_TESTMOD_GRETING=bonjour",
+                                      "AFMESH_ZZZZZZZZZZZZZZZZZZZZ=1"});
+    EXPECT_EQ(r.exit_code, 0) << "a misspelt name is a warning: " << r.err;
+    const std::string note =
+        "unknown variable AFMESH_TESTMOD_GRETING is ignored (did you mean AFMESH_TESTMOD_GREETING?)";
+    EXPECT_TRUE(contains(r.out, note)) << "the Notes section lists it\n" << r.out;
+    EXPECT_TRUE(contains(r.err, note)) << r.err;
+    EXPECT_TRUE(contains(r.out, "unknown variable AFMESH_ZZZZZZZZZZZZZZZZZZZZ is ignored\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "        AFMESH_TESTMOD_GREETING: hello\n")) << "the module reads its default\n"
+                                                                             << r.out;
+}
+
+TEST(info_command, BadValueOfAModuleSettingFailsWithTheMessage) {
+    ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_TESTMOD_REPEAT=9"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "afmesh info: AFMESH_TESTMOD_REPEAT=9 is outside [1, 3]")) << r.err;
+    EXPECT_TRUE(
+        contains(r.out, "AFMESH_TESTMOD_REPEAT=9 is outside [1, 3] (from AFMESH_TESTMOD_REPEAT); using the default"))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "        AFMESH_TESTMOD_REPEAT: 1\n")) << "the module reads the default\n" << r.out;
+}
+
+TEST(info_command, ModuleAnsweringAbi1_3IsListedWithoutSettings) {
+    ChildResult r = afmesh({"info"}, {"AFMESH_MODULE_PATH=" + test_dir("good") + ":" + test_dir("abi13"), kGoodDevice,
+                                      "AFMESH_TRANSPORT=older"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "transport  older  (version test-abi13)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "ABI 1.3")) << r.out;
+    EXPECT_FALSE(contains(r.out, "Settings of transport module older")) << r.out;
+    EXPECT_TRUE(contains(r.out, "Settings of transport module good:")) << r.out;
+}
+
 TEST(info_command, StepMeshAliasIsShownAsUsed) {
     ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "DMLC_ROLE=worker"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -310,9 +377,10 @@ TEST(info_json, IsValidJsonWithTheDocumentedStructure) {
         if (member(m, "kind", &Json::is_string).get<std::string>() != "transport") continue;
         const Json &details = member(m, "details", &Json::is_array);
         if (m.at("name").get<std::string>() == "good") {
-            ASSERT_EQ(details.size(), 2u);
+            ASSERT_EQ(details.size(), 4u);
             EXPECT_EQ(details[0].get<std::string>(), "test transport 'good'");
             EXPECT_EQ(details[1].get<std::string>(), "second line of its account");
+            EXPECT_EQ(details[2].get<std::string>(), "AFMESH_TESTMOD_GREETING: hello");
         }
     }
 
@@ -346,17 +414,69 @@ TEST(info_json, IsValidJsonWithTheDocumentedStructure) {
 
     member(doc, "notes", &Json::is_array);
     EXPECT_TRUE(member(doc, "errors", &Json::is_array).empty());
+
+    const Json &modules_vars = member(doc, "module_variables", &Json::is_array);
+    for (const Json &m : modules_vars) {
+        member(m, "kind", &Json::is_string);
+        member(m, "module", &Json::is_string);
+        for (const Json &v : member(m, "variables", &Json::is_array)) {
+            for (const char *key : {"name", "value", "default", "doc"}) member(v, key, &Json::is_string);
+            member(v, "set", &Json::is_boolean);
+            const std::string source = member(v, "source", &Json::is_string).get<std::string>();
+            EXPECT_TRUE(source == "environment" || source == "default") << source;
+        }
+    }
+}
+
+// The module_variables entry of the module `name` of `kind`, or nullptr.
+const Json *module_variables_of(const Json &doc, const std::string &kind, const std::string &name) {
+    for (const Json &m : member(doc, "module_variables", &Json::is_array))
+        if (m.value("kind", "") == kind && m.value("module", "") == name) return &m;
+    return nullptr;
+}
+
+TEST(info_json, ListsEachModulesSettingsWithValueAndSource) {
+    ChildResult unset = afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport});
+    ASSERT_EQ(unset.exit_code, 0) << unset.err;
+    const Json doc = parse(unset.out);
+    EXPECT_EQ(find_by_name(member(doc, "variables", &Json::is_array), "AFMESH_TESTMOD_GREETING"), nullptr)
+        << "a module's setting is not among the core's";
+    const Json *good = module_variables_of(doc, "transport", "good");
+    ASSERT_NE(good, nullptr) << unset.out;
+    const Json *greeting = find_by_name(member(*good, "variables", &Json::is_array), "AFMESH_TESTMOD_GREETING");
+    ASSERT_NE(greeting, nullptr);
+    EXPECT_EQ(member(*greeting, "value", &Json::is_string).get<std::string>(), "hello");
+    EXPECT_EQ(member(*greeting, "default", &Json::is_string).get<std::string>(), "hello");
+    EXPECT_EQ(member(*greeting, "source", &Json::is_string).get<std::string>(), "default");
+    EXPECT_FALSE(member(*greeting, "set", &Json::is_boolean).get<bool>());
+    EXPECT_EQ(member(*greeting, "doc", &Json::is_string).get<std::string>(),
+              "what a test module's describe() greets with");
+
+    ChildResult set =
+        afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_TESTMOD_GREETING=bonjour"});
+    ASSERT_EQ(set.exit_code, 0) << set.err;
+    const Json set_doc = parse(set.out);
+    good = module_variables_of(set_doc, "transport", "good");
+    ASSERT_NE(good, nullptr) << set.out;
+    greeting = find_by_name(member(*good, "variables", &Json::is_array), "AFMESH_TESTMOD_GREETING");
+    ASSERT_NE(greeting, nullptr);
+    EXPECT_EQ(member(*greeting, "value", &Json::is_string).get<std::string>(), "bonjour");
+    EXPECT_EQ(member(*greeting, "source", &Json::is_string).get<std::string>(), "environment");
+    EXPECT_TRUE(member(*greeting, "set", &Json::is_boolean).get<bool>());
+    EXPECT_TRUE(member(set_doc, "notes", &Json::is_array).empty()) << "a declared name is no unknown variable";
 }
 
 TEST(info_json, StringsAreEscaped) {
     const std::string awkward = "a\"b\\c\td\x01" "e/f";
     ChildResult r =
-        afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_FABRIC_PROVIDER=" + awkward});
+        afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_TESTMOD_GREETING=" + awkward});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     Json doc = parse(r.out);
-    const Json *provider = find_by_name(member(doc, "variables", &Json::is_array), "AFMESH_FABRIC_PROVIDER");
-    ASSERT_NE(provider, nullptr);
-    EXPECT_EQ(member(*provider, "value", &Json::is_string).get<std::string>(), awkward);
+    const Json *good = module_variables_of(doc, "transport", "good");
+    ASSERT_NE(good, nullptr) << r.out;
+    const Json *greeting = find_by_name(member(*good, "variables", &Json::is_array), "AFMESH_TESTMOD_GREETING");
+    ASSERT_NE(greeting, nullptr);
+    EXPECT_EQ(member(*greeting, "value", &Json::is_string).get<std::string>(), awkward);
 }
 
 TEST(info_json, FailureIsStillValidJsonWithTheErrors) {

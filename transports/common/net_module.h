@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <span>
 
 #include "afmesh/hal/transport.h"
 #include "module_binding.h"
@@ -173,25 +174,22 @@ private:
 
 /**
  * The body of a transport module's afmesh_module_query: binds the host
- * services, checks the ABI and fills `out` with `name`, `version` and
- * Context's operation table.
+ * services, checks the ABI and fills `out` with `name`, `version`,
+ * Context's operation table and the settings the module reads besides the
+ * core's (ABI 1.4; static storage, none by default).
  */
 template <class Context>
 int answer_query(uint32_t host_abi_major, const afmesh_host_services *host, afmesh_module_desc *out, const char *name,
-                 const char *version) {
+                 const char *version, std::span<const afmesh_module_setting> settings = {}) {
     if (host) module::bind_host(host, name);
     if (host_abi_major != AFMESH_HAL_ABI_MAJOR)
         return host_error(AFMESH_HAL_UNSUPPORTED_VERSION, "the %s module implements ABI %d.x, the host speaks %u.x",
                           name, AFMESH_HAL_ABI_MAJOR, host_abi_major);
-    if (!out || out->struct_size < sizeof(afmesh_module_desc))
+    if (!out || out->struct_size < AFMESH_MODULE_DESC_SIZE_1_0)
         return host_error(AFMESH_HAL_INVALID_ARGUMENT, "module descriptor smaller than ABI 1.0's");
-    out->abi_major = AFMESH_HAL_ABI_MAJOR;
-    out->abi_minor = AFMESH_HAL_ABI_MINOR;
-    out->kind = AFMESH_MODULE_TRANSPORT;
-    out->name = name;
-    out->version = version;
-    out->ops = NetOps<Context>::table();
-    return AFMESH_HAL_OK;
+    return afmesh_module_describe_settings(host_abi_major, out, AFMESH_MODULE_TRANSPORT, name, version,
+                                           NetOps<Context>::table(), settings.data(),
+                                           static_cast<uint32_t>(settings.size()));
 }
 
 /** The caller's event array for one poll() call, filled front to back. */

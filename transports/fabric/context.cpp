@@ -20,6 +20,7 @@
 #include "libfabric_api.h"
 #include "mem_kind_names.h"
 #include "monotonic.h"
+#include "settings.h"
 #include "wire.h"
 
 namespace afmesh::fabric {
@@ -119,7 +120,7 @@ int Context::open_fabric(afmesh_net_caps *caps, Reason *why) {
 
 int Context::choose_endpoints(Reason *why) {
     const char *asked = host_config("AFMESH_FABRIC_ENDPOINTS");
-    const std::string choice = asked && *asked ? asked : "auto";
+    const std::string choice = asked ? asked : kDefaultEndpoints;
     if (choice == "auto") {
         // Why not over shm: context.h.
         fabric_.shared_endpoint = fabric_.tagged_writes && strcmp(fabric_.info->fabric_attr->prov_name, "shm") != 0;

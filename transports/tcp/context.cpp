@@ -17,6 +17,7 @@
 #include "connection.h"
 #include "host.h"
 #include "mem_kind_names.h"
+#include "settings.h"
 #include "socket_io.h"
 #include "wire.h"
 
@@ -109,7 +110,7 @@ int Context::listen(void *addr, size_t *addr_len) {
     MutexLock lock(&progress_mu_);
     if (listen_fd_ >= 0) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "listen: this context already listens");
     const char *bind_host = host_config("AFMESH_TCP_BIND");
-    if (!bind_host) bind_host = "127.0.0.1";
+    if (!bind_host) bind_host = kDefaultBind;
     SocketAddress bound;
     Reason why;
     const int fd = open_listener(bind_host, &bound, &why);
@@ -508,7 +509,7 @@ int Context::describe(char *buf, size_t len) const {
              "listens on %s (AFMESH_TCP_BIND)\n"
              "writes up to %u B are copied when posted; larger ones go out straight from the registered source\n"
              "memory kinds: host only\n",
-             bind_host ? bind_host : "127.0.0.1", kMaxInline);
+             bind_host ? bind_host : kDefaultBind, kMaxInline);
     return AFMESH_HAL_OK;
 }
 

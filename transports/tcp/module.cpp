@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The module's C ABI edge: afmesh_module_query hands out the operation table
-// that forwards to Context (transports/common/net_module.h).
+// that forwards to Context (transports/common/net_module.h) and the module's
+// own settings (settings.h).
 #include "context.h"
 #include "host.h"
+#include "settings.h"
 #include "wire.h"
 
 namespace {
@@ -12,5 +14,6 @@ static_assert(afmesh::tcp::kProtocolVersion == 2, "kVersion names the wire proto
 
 extern "C" AFMESH_MODULE_EXPORT int afmesh_module_query(uint32_t host_abi_major, const afmesh_host_services *host,
                                                         afmesh_module_desc *out) {
-    return afmesh::net_module::answer_query<afmesh::tcp::Context>(host_abi_major, host, out, "tcp", kVersion);
+    return afmesh::net_module::answer_query<afmesh::tcp::Context>(host_abi_major, host, out, "tcp", kVersion,
+                                                                  afmesh::tcp::kSettings);
 }

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AFMESH_HAL_ABI_MAJOR 1
-#define AFMESH_HAL_ABI_MINOR 3
+#define AFMESH_HAL_ABI_MINOR 4
 
 /** The one symbol a module exports. */
 #define AFMESH_MODULE_QUERY_SYMBOL "afmesh_module_query"
@@ -133,11 +133,46 @@ typedef struct afmesh_host_services {
      * Returns the value of a configuration variable (e.g.
      * "AFMESH_FABRIC_PROVIDER"), or NULL when it is unset. The core owns the
      * string; it stays valid while the module is loaded. Modules read their
-     * settings through this, never with getenv(), so every variable is listed
-     * and checked in one table.
+     * settings through this, never with getenv(), so that every variable is
+     * listed by `afmesh info` and checked for typos: the core's own settings,
+     * and (ABI 1.4) those the module declares in afmesh_module_desc.settings,
+     * for which it returns the environment's value, else the declared
+     * default. A value that does not fit the declared type reads as the
+     * default (and the core warns about it).
      */
     const char *(*get_config)(const char *name);
 } afmesh_host_services;
+
+/** The type of a module's setting (ABI 1.4): what values the core accepts for it. */
+typedef enum afmesh_setting_type {
+    AFMESH_SETTING_STRING = 0, /**< any text */
+    AFMESH_SETTING_INT = 1,    /**< a decimal integer within [min, max] */
+    AFMESH_SETTING_BOOL = 2,   /**< "0" or "1" */
+    AFMESH_SETTING_ENUM = 3,   /**< one of `choices` */
+} afmesh_setting_type;
+
+/**
+ * One AFMESH_* variable a module reads besides the core's own (ABI 1.4). A
+ * module lists them in an array in static storage and hands it over with
+ * afmesh_module_describe_settings(); the core copies what it needs, lists
+ * them in `afmesh info`, checks the environment's values against `type` and
+ * suggests them for misspelt names, and get_config() returns their default.
+ * Its layout is frozen (no struct_size): a later minor that needs more adds
+ * another table.
+ *
+ * A module declares only its own settings: one of the core's (such as
+ * AFMESH_NET_DEVICES or AFMESH_SYSFS_ROOT) it reads without declaring it. A
+ * name several modules declare must be declared alike by each. The core
+ * refuses to load a module whose table breaks these rules.
+ */
+typedef struct afmesh_module_setting {
+    const char *name;          /**< "AFMESH_" followed by upper-case letters, digits and '_' */
+    uint32_t type;             /**< afmesh_setting_type */
+    const char *default_value; /**< as the environment would spell it; NULL (or "") when unset by default */
+    const char *choices;       /**< ENUM: the allowed values, '|'-separated ("auto|shared"); otherwise NULL */
+    int64_t min, max;          /**< INT: inclusive bounds; otherwise ignored */
+    const char *doc;           /**< one line for `afmesh info` */
+} afmesh_module_setting;
 
 /** What a module's query fills in. */
 typedef struct afmesh_module_desc {
@@ -148,7 +183,16 @@ typedef struct afmesh_module_desc {
     const char *name;      /**< short name, e.g. "tcp", "cuda"; must match the file name */
     const char *version;   /**< free-form version of the module and what it wraps */
     const void *ops;       /**< afmesh_device_ops* or afmesh_net_ops*, static storage */
+    /* ABI 1.4. Written only where struct_size covers them; the core reads them
+     * only from a module that answered with abi_minor >= 4. */
+    const afmesh_module_setting *settings; /**< the module's own settings, static storage; NULL when none */
+    uint32_t setting_count;                /**< entries in `settings` */
 } afmesh_module_desc;
+
+/** sizeof(afmesh_module_desc) at ABI 1.0 to 1.3: the least a module accepts from the core. */
+#define AFMESH_MODULE_DESC_SIZE_1_0 (offsetof(afmesh_module_desc, ops) + sizeof(const void *))
+/** The struct_size from which the settings fields (ABI 1.4) are there to write. */
+#define AFMESH_MODULE_DESC_SIZE_1_4 (offsetof(afmesh_module_desc, setting_count) + sizeof(uint32_t))
 
 /**
  * The exported entry point.
@@ -183,6 +227,31 @@ static inline int afmesh_module_describe(uint32_t host_abi_major, afmesh_module_
     out->version = version;
     out->ops = ops;
     return AFMESH_HAL_OK;
+}
+
+/**
+ * afmesh_module_describe() for a module that reads settings of its own:
+ * also hands over its table (ABI 1.4), where the host's descriptor has room
+ * for it (a host older than 1.4 has none and never reads it). Typical use:
+ *
+ *   static const afmesh_module_setting kSettings[] = {
+ *       {"AFMESH_MYDEV_QUEUES", AFMESH_SETTING_INT, "4", NULL, 1, 64,
+ *        "queues the mydev device module opens per device"},
+ *   };
+ *   ...
+ *       return afmesh_module_describe_settings(major, out, AFMESH_MODULE_DEVICE,
+ *               "mydev", "mydev 1.2", &my_ops, kSettings,
+ *               sizeof kSettings / sizeof kSettings[0]);
+ */
+static inline int afmesh_module_describe_settings(uint32_t host_abi_major, afmesh_module_desc *out, uint32_t kind,
+                                                  const char *name, const char *version, const void *ops,
+                                                  const afmesh_module_setting *settings, uint32_t setting_count) {
+    int rc = afmesh_module_describe(host_abi_major, out, kind, name, version, ops);
+    if (rc == AFMESH_HAL_OK && out->struct_size >= AFMESH_MODULE_DESC_SIZE_1_4) {
+        out->settings = settings;
+        out->setting_count = setting_count;
+    }
+    return rc;
 }
 
 #ifdef __cplusplus
