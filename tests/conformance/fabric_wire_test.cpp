@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/fabric/nic_match.h"
 #include "transports/fabric/wire.h"
 
 namespace afmesh::fabric {
@@ -25,6 +26,19 @@ void expect_refused(const std::vector<uint8_t> &bytes, const std::string &becaus
     Reason why;
     ASSERT_FALSE(decode_header(bytes.data(), bytes.size(), &header, &why)) << "accepted; wanted: " << because;
     EXPECT_NE(std::string(why.text).find(because), std::string::npos) << why.text;
+}
+
+// The domain the module prefers is the one on the NIC placement chose.
+TEST(FabricNics, ADomainIsOnTheListedNicItIsNamedAfter) {
+    EXPECT_TRUE(domain_on_listed_nic("mlx5_0", "mlx5_0:1"));
+    EXPECT_TRUE(domain_on_listed_nic("mlx5_3", "mlx5_0:1,mlx5_3"));
+    EXPECT_TRUE(domain_on_listed_nic("rdmap16s27-rdm", "rdmap16s27"));  // efa
+    EXPECT_TRUE(domain_on_listed_nic("mlx5_2", "mlx5_2:1:3"));
+    EXPECT_FALSE(domain_on_listed_nic("mlx5_10", "mlx5_1"));
+    EXPECT_FALSE(domain_on_listed_nic("mlx5_1", "mlx5_10"));
+    EXPECT_FALSE(domain_on_listed_nic("mlx5_0", ""));
+    EXPECT_FALSE(domain_on_listed_nic("mlx5_0", ",:1,"));
+    EXPECT_FALSE(domain_on_listed_nic("eth0", "mlx5_0"));
 }
 
 TEST(FabricWire, EveryTypeRoundTripsWithItsIds) {

@@ -15,6 +15,7 @@
 #include "afmesh/hal/module.h"
 #include "host.h"
 #include "libfabric_api.h"
+#include "nic_match.h"
 
 namespace afmesh::fabric {
 namespace {
@@ -171,9 +172,18 @@ int select_provider(const HmemProbe &hmem, Selection *out, Reason *why) {
         with_hmem = false;  // device memory is optional: the engine stages through host memory
     }
     InfoPtr owner(candidates);
-    const fi_info *chosen = nullptr;
-    for (const fi_info *info = candidates; info && !chosen; info = info->next)
-        if (!unusable_because(info) && (requested || !is_software(info))) chosen = info;
+    // A domain on the NIC AFMESH_NET_DEVICES names (the user's, or the core's
+    // choice nearest the GPU) first; libfabric's own order otherwise.
+    const char *nics = host_config("AFMESH_NET_DEVICES");
+    const fi_info *chosen = nullptr, *first_usable = nullptr;
+    for (const fi_info *info = candidates; info && !chosen; info = info->next) {
+        if (unusable_because(info) || (!requested && is_software(info))) continue;
+        if (!first_usable) first_usable = info;
+        if (nics && domain_on_listed_nic(info->domain_attr->name, nics)) chosen = info;
+    }
+    if (!chosen && (chosen = first_usable) && nics && *nics)
+        host_log(AFMESH_LOG_INFO, "no usable domain is on AFMESH_NET_DEVICES=%s: taking %s, libfabric's first", nics,
+                 chosen->domain_attr->name);
     out->survey = survey(candidates, chosen, requested);
     if (!chosen) {
         if (requested)
