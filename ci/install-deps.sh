@@ -14,8 +14,9 @@ packages=(
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev
   # device modules: Level Zero loader, ROCm HIP runtime (CUDA comes with the image at /usr/local/cuda)
   libze-dev libze1 hipcc libamdhip64-dev
-  # integration tests: network namespaces and fault injection; a real job manager (mpirun)
-  iproute2 iptables openmpi-bin
+  # integration tests: network namespaces and fault injection; real job managers
+  # (mpirun; a one-host Slurm with munge, started and stopped by the test)
+  iproute2 iptables openmpi-bin slurm-wlm munge
   # Python package and examples: pytest, numpy and torch for /usr/bin/python3; rustc for the Rust example
   python3 python3-pytest python3-numpy python3-torch rustc
   # the wheel, built offline and installed into a fresh venv; pkg-config for the installed-package consumer

@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // The job managers themselves, not their variables: Debian's Open MPI
-// (mpirun) and PyTorch's torchrun start the C example (examples/c/af_echo.c)
-// with nothing but AFMESH_LAYOUT (and, for Open MPI, which does not say
-// where rank 0 runs, AFMESH_SCHEDULER). Every process must find its place,
-// global rank 0 must run the scheduler, and every worker must verify every
-// answer. A launcher that is not installed skips its test, saying so.
+// (mpirun), PyTorch's torchrun and a one-host Slurm (munged, slurmctld and
+// slurmd started and stopped by the test, srun) start the C example
+// (examples/c/af_echo.c) with nothing but AFMESH_LAYOUT (and, for Open MPI,
+// which does not say where rank 0 runs, AFMESH_SCHEDULER). Every process
+// must find its place, global rank 0 must run the scheduler, and every
+// worker must verify every answer. A launcher that is not installed skips
+// its test, saying so.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process_group.h"
@@ -137,6 +143,128 @@ TEST(RealLaunchers, TorchrunStartsTheEchoPipeline) {
          "--master_port", std::to_string(port), "-r", "1", "-t", "1", "--log_dir", testing::TempDir() + "torchrun-" +
          std::to_string(getpid()), AF_ECHO},
         launcher_environment({"AFMESH_LAYOUT=servers:2"}));
+    expect_echo_checked_out(output, 3);
+#endif
+}
+
+#if defined(SLURMCTLD) && defined(SLURMD) && defined(SRUN) && defined(MUNGED)
+// Re-checks `condition` until it holds or `deadline` passes; the pause
+// between checks only spares the CPU, nothing waits on its length.
+template <class Condition>
+bool eventually(Condition condition, std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+        if (condition()) return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+// A port in [20001, 39999] nothing listens on: under Slurm the scheduler
+// takes 20000 + the job id, so the test makes that the job's id.
+int free_port_for_a_job() {
+    std::mt19937 pick(static_cast<unsigned>(getpid()));
+    for (int attempt = 0; attempt < 200; ++attempt) {
+        const int port = 20001 + static_cast<int>(pick() % 19999);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        addr.sin_port = htons(static_cast<uint16_t>(port));
+        const bool free = bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+        close(fd);
+        if (free) return port;
+    }
+    return -1;
+}
+
+// A one-host Slurm cluster in a temporary directory: munge's daemon, the
+// controller and the node daemon, as children of the test, stopped by pid.
+class OneHostSlurm {
+public:
+    OneHostSlurm() : dir_(testing::TempDir() + "slurm-" + std::to_string(getpid())) {
+        namespace fs = std::filesystem;
+        fs::remove_all(dir_);
+        for (const char *sub : {"state", "spool"}) fs::create_directories(dir_ + "/" + sub);
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        std::ofstream(dir_ + "/munge.key") << std::string(1024, 'k') + std::to_string(getpid());
+        fs::permissions(dir_ + "/munge.key", fs::perms::owner_read);
+        job_port_ = free_port_for_a_job();
+        std::ofstream conf(dir_ + "/slurm.conf");
+        conf << "ClusterName=afmesh\nSlurmctldHost=" << host << "(127.0.0.1)\n"
+             << "SlurmctldPort=" << free_port_pair() << "\nSlurmdPort=" << free_port_pair() << "\n"
+             << "SlurmUser=root\nSlurmdUser=root\nAuthType=auth/munge\nCredType=cred/munge\n"
+             << "AuthInfo=socket=" << dir_ << "/munge.socket\n"
+             << "StateSaveLocation=" << dir_ << "/state\nSlurmdSpoolDir=" << dir_ << "/spool\n"
+             << "SlurmctldPidFile=" << dir_ << "/slurmctld.pid\nSlurmdPidFile=" << dir_ << "/slurmd.pid\n"
+             // No cgroups: a container may not delegate them.
+             << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"
+             << "MpiDefault=none\nReturnToService=2\nFirstJobId=" << job_port_ - 20000 << "\n"
+             << "NodeName=" << host << " NodeAddr=127.0.0.1 CPUs=" << sysconf(_SC_NPROCESSORS_ONLN)
+             << " State=UNKNOWN\nPartitionName=debug Nodes=" << host << " Default=YES MaxTime=INFINITE State=UP\n";
+        conf.close();
+        host_ = host;
+        env_ = launcher_environment({"SLURM_CONF=" + dir_ + "/slurm.conf"});
+        const std::string socket = dir_ + "/munge.socket";
+        spawn(MUNGED, {"munged", "-F", "-f", "--socket=" + socket, "--key-file=" + dir_ + "/munge.key",
+                       "--log-file=" + dir_ + "/munged.log", "--pid-file=" + dir_ + "/munged.pid",
+                       "--seed-file=" + dir_ + "/munged.seed"});
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        if (!eventually([&] { return fs::exists(socket); }, deadline)) return;
+        spawn(SLURMCTLD, {"slurmctld", "-D", "-i"});
+        spawn(SLURMD, {"slurmd", "-D", "-N", host_});
+        ready_ = eventually([&] { return node_state().rfind("idle", 0) == 0; }, deadline);
+    }
+    ~OneHostSlurm() {
+        daemons_.stop(SIGTERM, std::chrono::seconds(5));
+        std::filesystem::remove_all(dir_);
+    }
+
+    /** Whether the node came up idle; otherwise the daemons' output says why. */
+    bool ready() const { return ready_; }
+    std::string why_not() {
+        std::string out;
+        for (const ChildExit &c : daemons_.children()) out += "---- " + c.name + "\n" + c.output;
+        return out;
+    }
+    int job_port() const { return job_port_; }
+    const std::vector<std::string> &env() const { return env_; }
+
+private:
+    void spawn(const char *path, std::vector<std::string> argv) {
+        const std::string name = argv[0];
+        const Status s = daemons_.spawn({name, path, std::move(argv), env_});
+        EXPECT_TRUE(s.is_ok()) << s.message();
+    }
+    // What sinfo says of the node ("idle", "down*"...), "" when it cannot say yet.
+    std::string node_state() {
+        ProcessGroup sinfo(false);
+        if (!sinfo.spawn({"sinfo", SINFO, {"sinfo", "-h", "-N", "-o", "%T"}, env_}).is_ok()) return "";
+        (void)sinfo.wait_all(std::chrono::steady_clock::now() + std::chrono::seconds(10), false);
+        return sinfo.children()[0].output;
+    }
+
+    const std::string dir_;
+    std::string host_;
+    int job_port_ = -1;
+    std::vector<std::string> env_;
+    ProcessGroup daemons_{false};
+    bool ready_ = false;
+};
+#endif
+
+TEST(RealLaunchers, SlurmStartsTheEchoPipeline) {
+#if !(defined(SLURMCTLD) && defined(SLURMD) && defined(SRUN) && defined(SINFO) && defined(MUNGED))
+    GTEST_SKIP() << "slurmctld, slurmd, srun, sinfo or munged was not found when the build was configured "
+                    "(Debian: slurm-wlm, munge)";
+#else
+    if (geteuid() != 0) GTEST_SKIP() << "a one-host Slurm runs its daemons as root, and this test is not root";
+    OneHostSlurm slurm;
+    ASSERT_TRUE(slurm.ready()) << "the one-host Slurm did not come up:\n" << slurm.why_not();
+    std::vector<std::string> env = slurm.env();
+    env.push_back("AFMESH_LAYOUT=servers:2");
+    // -O: more tasks than the host has CPUs.
+    const std::string output = run_launcher(SRUN, {"srun", "-n", "5", "-O", AF_ECHO}, env);
     expect_echo_checked_out(output, 3);
 #endif
 }
