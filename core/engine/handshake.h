@@ -29,9 +29,9 @@
 
 #include "afmesh/hal/transport.h"
 #include "control/control_client.h"
+#include "engine/wire.h"
 #include "progress.h"
 #include "status.h"
-#include "wire.h"
 
 namespace afmesh {
 

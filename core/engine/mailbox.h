@@ -22,9 +22,9 @@
 #include <memory>
 #include <vector>
 
+#include "engine/wire.h"
 #include "memory_registry.h"
 #include "status.h"
-#include "wire.h"
 
 namespace afmesh {
 

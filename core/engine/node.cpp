@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "control/socket_util.h"
+#include "engine/wire.h"
 #include "log.h"
-#include "wire.h"
 
 namespace afmesh {
 namespace {

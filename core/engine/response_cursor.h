@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "afmesh/afmesh.h"
+#include "engine/wire.h"
 #include "memory_registry.h"
 #include "staging.h"
 #include "status.h"
-#include "wire.h"
 
 namespace afmesh {
 

@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "afmesh/afmesh.h"
+#include "engine/wire.h"
 #include "engine_context.h"
 #include "mailbox.h"
 #include "outbox.h"
-#include "wire.h"
 
 struct afmesh_request {
     int32_t worker = -1;

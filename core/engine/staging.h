@@ -23,11 +23,11 @@
 
 #include "afmesh/hal/device.h"
 #include "counters.h"
+#include "engine/wire.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "status.h"
 #include "thread_annotations.h"
-#include "wire.h"
 
 namespace afmesh {
 

@@ -47,12 +47,12 @@
 #include <vector>
 
 #include "afmesh/afmesh.h"
+#include "engine/wire.h"
 #include "engine_context.h"
 #include "inflight_table.h"
 #include "mailbox.h"
 #include "outbox.h"
 #include "stream_flags.h"
-#include "wire.h"
 
 namespace afmesh {
 

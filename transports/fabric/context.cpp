@@ -16,12 +16,12 @@
 
 #include "address.h"
 #include "byte_codec.h"
-#include "host.h"
+#include "fabric/wire.h"
 #include "libfabric_api.h"
 #include "mem_kind_names.h"
 #include "monotonic.h"
+#include "net_host.h"
 #include "settings.h"
-#include "wire.h"
 
 namespace afmesh::fabric {
 namespace {

@@ -47,11 +47,11 @@
 #include "connection.h"
 #include "endpoint.h"
 #include "fabric.h"
+#include "fabric/wire.h"
 #include "hmem.h"
 #include "provider.h"
 #include "registration.h"
 #include "thread_annotations.h"
-#include "wire.h"
 
 namespace afmesh::fabric {
 

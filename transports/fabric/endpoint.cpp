@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "host.h"
+#include "fabric/wire.h"
 #include "libfabric_api.h"
-#include "wire.h"
+#include "net_host.h"
 
 namespace afmesh::fabric {
 namespace {

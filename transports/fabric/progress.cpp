@@ -10,10 +10,10 @@
 #include "address.h"
 #include "byte_codec.h"
 #include "context.h"
-#include "host.h"
+#include "fabric/wire.h"
 #include "libfabric_api.h"
 #include "monotonic.h"
-#include "wire.h"
+#include "net_host.h"
 
 namespace afmesh::fabric {
 namespace {

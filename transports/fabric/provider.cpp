@@ -13,8 +13,8 @@
 #include <string>
 
 #include "afmesh/hal/module.h"
-#include "host.h"
 #include "libfabric_api.h"
+#include "net_host.h"
 #include "nic_match.h"
 
 namespace afmesh::fabric {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "wire.h"
+#include "fabric/wire.h"
 
 #include "byte_codec.h"
 

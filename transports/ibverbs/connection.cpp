@@ -8,8 +8,8 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "host.h"
 #include "limits.h"
+#include "net_host.h"
 #include "queue_pair.h"
 #include "side_channel.h"
 

@@ -16,11 +16,11 @@
 
 #include "afmesh/hal/transport.h"
 #include "buffers.h"
-#include "discovery.h"
 #include "counters.h"
-#include "host.h"
+#include "discovery.h"
+#include "ibverbs/wire.h"
+#include "net_host.h"
 #include "thread_annotations.h"
-#include "wire.h"
 
 namespace afmesh::ibverbs {
 

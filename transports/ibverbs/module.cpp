@@ -3,9 +3,9 @@
 // that forwards to Context (transports/common/net_module.h) and the module's
 // own settings (settings.h).
 #include "context.h"
-#include "host.h"
+#include "ibverbs/wire.h"
+#include "net_host.h"
 #include "settings.h"
-#include "wire.h"
 
 namespace {
 constexpr const char *kVersion = "0.1.0 (rdma-core verbs, RC QPs, handshake version 1)";

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "discovery.h"
+#include "ibverbs/wire.h"
 #include "verbs_api.h"
-#include "wire.h"
 
 namespace afmesh::ibverbs {
 

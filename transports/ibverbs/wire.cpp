@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "wire.h"
+#include "ibverbs/wire.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "context.h"
-#include "host.h"
+#include "net_host.h"
 #include "socket_io.h"
 
 namespace afmesh::tcp {

@@ -16,10 +16,10 @@
 
 #include "address.h"
 #include "afmesh/hal/transport.h"
-#include "host.h"
+#include "failure_reason.h"
 #include "frame_receiver.h"
 #include "frame_sender.h"
-#include "failure_reason.h"
+#include "net_host.h"
 #include "thread_annotations.h"
 
 namespace afmesh::tcp {

@@ -15,11 +15,11 @@
 
 #include "address.h"
 #include "connection.h"
-#include "host.h"
 #include "mem_kind_names.h"
+#include "net_host.h"
 #include "settings.h"
 #include "socket_io.h"
-#include "wire.h"
+#include "tcp/wire.h"
 
 namespace afmesh::tcp {
 namespace {

@@ -31,7 +31,7 @@
 #include "afmesh/hal/transport.h"
 #include "counters.h"
 #include "failure_reason.h"
-#include "host.h"
+#include "net_host.h"
 #include "region_table.h"
 #include "thread_annotations.h"
 

@@ -22,10 +22,10 @@
 
 #include "afmesh/hal/transport.h"
 #include "counters.h"
-#include "host.h"
 #include "failure_reason.h"
+#include "net_host.h"
 #include "region_table.h"
-#include "wire.h"
+#include "tcp/wire.h"
 
 namespace afmesh::tcp {
 

@@ -9,10 +9,10 @@
 #include "afmesh/hal/transport.h"
 #include "copy_fifo.h"
 #include "counters.h"
-#include "host.h"
 #include "failure_reason.h"
+#include "net_host.h"
 #include "send_queue.h"
-#include "wire.h"
+#include "tcp/wire.h"
 
 namespace afmesh::tcp {
 

@@ -3,9 +3,9 @@
 // that forwards to Context (transports/common/net_module.h) and the module's
 // own settings (settings.h).
 #include "context.h"
-#include "host.h"
+#include "net_host.h"
 #include "settings.h"
-#include "wire.h"
+#include "tcp/wire.h"
 
 namespace {
 constexpr const char *kVersion = "0.1.0 (TCP sockets, wire protocol 2)";

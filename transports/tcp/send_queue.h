@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "region_table.h"
-#include "wire.h"
+#include "tcp/wire.h"
 
 namespace afmesh::tcp {
 

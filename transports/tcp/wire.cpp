@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "wire.h"
+#include "tcp/wire.h"
 
 #include <cinttypes>
 
