@@ -11,10 +11,11 @@
 #include <new>
 
 #include "afmesh/hal/device.h"
+#include "module_binding.h"
 
 namespace {
 
-const afmesh_host_services *g_host = nullptr;
+using afmesh::module::host_error;
 
 constexpr const char *kName = "cpu";
 constexpr size_t kDeviceAlignment = 256;
@@ -22,11 +23,6 @@ constexpr size_t kDeviceAlignment = 256;
 // The context carries nothing: host memory needs no runtime state. A
 // non-null sentinel keeps "initialised" distinguishable from "not".
 int g_context_tag = 0;
-
-int fail(int status, const char *fmt, const char *arg) {
-    g_host->set_error(fmt, arg);
-    return status;
-}
 
 bool valid_device(int device) { return device == 0; }
 
@@ -43,7 +39,7 @@ int cpu_device_count(void *, int *count) {
 }
 
 int cpu_device_info(void *, int device, afmesh_dev_info *info) {
-    if (!valid_device(device) || !info) return fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: bad device index", kName);
+    if (!valid_device(device) || !info) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: bad device index");
     snprintf(info->name, sizeof info->name, "host CPU (%ld online cores)", sysconf(_SC_NPROCESSORS_ONLN));
     info->bus_id[0] = '\0';
     info->total_memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
@@ -51,18 +47,18 @@ int cpu_device_info(void *, int device, afmesh_dev_info *info) {
 }
 
 int cpu_set_device(void *, int device) {
-    return valid_device(device) ? AFMESH_HAL_OK : fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: only device 0 exists", kName);
+    return valid_device(device) ? AFMESH_HAL_OK : host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: only device 0 exists");
 }
 
 int cpu_mem_alloc(void *, int device, uint32_t where, size_t bytes, void **ptr) {
     if (!valid_device(device) || bytes == 0 || !ptr || where > AFMESH_ALLOC_HOST_PINNED)
-        return fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: mem_alloc needs device 0, a known placement and bytes > 0",
-                    kName);
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT,
+                          "cpu: mem_alloc needs device 0, a known placement and bytes > 0");
     // "Pinned" host memory is page-aligned so transports can register whole pages.
     size_t alignment = where == AFMESH_ALLOC_HOST_PINNED ? static_cast<size_t>(sysconf(_SC_PAGESIZE)) : kDeviceAlignment;
     void *p = nullptr;
     if (posix_memalign(&p, alignment, bytes) != 0)
-        return fail(AFMESH_HAL_NO_MEMORY, "%s: posix_memalign failed", kName);
+        return host_error(AFMESH_HAL_NO_MEMORY, "cpu: posix_memalign failed");
     *ptr = p;
     return AFMESH_HAL_OK;
 }
@@ -73,14 +69,14 @@ int cpu_mem_free(void *, uint32_t, void *ptr) {
 }
 
 int cpu_pointer_query(void *, const void *ptr, uint32_t *kind, int *device) {
-    if (!ptr || !kind || !device) return fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: pointer_query: null argument", kName);
+    if (!ptr || !kind || !device) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: pointer_query: null argument");
     *kind = AFMESH_MEM_HOST;
     *device = -1;
     return AFMESH_HAL_OK;
 }
 
 int cpu_memcpy_sync(void *, void *dst, const void *src, size_t bytes) {
-    if (bytes && (!dst || !src)) return fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: memcpy: null pointer", kName);
+    if (bytes && (!dst || !src)) return host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: memcpy: null pointer");
     if (bytes) memmove(dst, src, bytes);
     return AFMESH_HAL_OK;
 }
@@ -92,7 +88,7 @@ int cpu_memcpy_async(void *ctx, void *dst, const void *src, size_t bytes, void *
 // Streams and events only need distinct non-null identities.
 int cpu_create_token(void **out) {
     *out = new (std::nothrow) char;
-    return *out ? AFMESH_HAL_OK : fail(AFMESH_HAL_NO_MEMORY, "%s: out of memory", kName);
+    return *out ? AFMESH_HAL_OK : host_error(AFMESH_HAL_NO_MEMORY, "cpu: out of memory");
 }
 
 int cpu_destroy_token(void *, void *token) {
@@ -101,18 +97,20 @@ int cpu_destroy_token(void *, void *token) {
 }
 
 int cpu_stream_create(void *, int device, void **stream) {
-    if (!valid_device(device) || !stream) return fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: bad stream_create arguments", kName);
+    if (!valid_device(device) || !stream)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: bad stream_create arguments");
     return cpu_create_token(stream);
 }
 
 int cpu_event_create(void *, int device, void **event) {
-    if (!valid_device(device) || !event) return fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: bad event_create arguments", kName);
+    if (!valid_device(device) || !event)
+        return host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: bad event_create arguments");
     return cpu_create_token(event);
 }
 
 int cpu_complete(void *, void *) { return AFMESH_HAL_OK; }
 int cpu_event_record(void *, void *event, void *) {
-    return event ? AFMESH_HAL_OK : fail(AFMESH_HAL_INVALID_ARGUMENT, "%s: event_record: null event", kName);
+    return event ? AFMESH_HAL_OK : host_error(AFMESH_HAL_INVALID_ARGUMENT, "cpu: event_record: null event");
 }
 
 const afmesh_device_ops kOps = {
@@ -149,6 +147,6 @@ const afmesh_device_ops kOps = {
 
 extern "C" AFMESH_MODULE_EXPORT int afmesh_module_query(uint32_t host_abi_major, const afmesh_host_services *host,
                                                         afmesh_module_desc *out) {
-    g_host = host;
+    afmesh::module::bind_host(host, kName);
     return afmesh_module_describe(host_abi_major, out, AFMESH_MODULE_DEVICE, kName, "afmesh cpu " AFMESH_VERSION_STRING, &kOps);
 }
