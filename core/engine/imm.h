@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The 32-bit immediate that accompanies every write. Completion is counted
 // per (connection, slot): writes may land in any order, so nothing here
-// relies on ordering between writes. Transports carry it in network byte
-// order on the wire and hand it back in host order.
+// relies on ordering between writes. Each transport carries it in its own
+// wire format (tcp and ibverbs big-endian, fabric as remote CQ data or
+// little-endian in its own messages) and hands it back in host order.
 //
 //   bit 31      direction (push or response)
 //   bit 30      0: a tensor write of the op in `slot`, of this generation
