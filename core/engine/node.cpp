@@ -464,6 +464,7 @@ void Node::fail_peer(int32_t rank, const Status &why) {
 // A peer's operations have failed: the application hears of it once per
 // incarnation (membership_events.h), unless this node is the one stopping.
 void Node::report_peer_down_locked(int32_t peer, const Status &why) {
+    note_handshake_progress_locked();  // a server's start-up waits for every worker attached or failed
     if (stopping_.load()) return;
     const Roster &roster = control_->roster();
     const bool worker = role_ == Role::kWorker;
