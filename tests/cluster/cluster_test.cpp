@@ -72,9 +72,12 @@ TEST(Cluster, KilledServerFailsWorkersPendingOperations) {
     for (int w = 0; w < 2; ++w) c.add({"worker", w, echo({"--iters", "1000", "--expect-peer-failure"}), {}});
     c.expect_all_succeed();
     EXPECT_NE(c.output_of("worker 0").find("server 1"), std::string::npos) << "the error names the dead server";
-    for (const char *worker : {"worker 0", "worker 1"})
-        EXPECT_NE(c.output_of(worker).find("PEER_DOWN server 1 AFMESH_ERR_PEER_FAILED"), std::string::npos)
-            << worker << " hears of it as a membership event";
+    // The first worker to notice cannot have heard of anything else yet;
+    // the other may read server 0's goodbye first (it stops once a worker has).
+    const std::string event = "PEER_DOWN server 1 AFMESH_ERR_PEER_FAILED";
+    EXPECT_TRUE(c.output_of("worker 0").find(event) != std::string::npos ||
+                c.output_of("worker 1").find(event) != std::string::npos)
+        << "a worker hears of it as a membership event";
 }
 
 TEST(Cluster, KilledWorkerIsReportedByGetBatch) {
