@@ -9,10 +9,14 @@
 // (set() on a fresh Config takes it; integers are within their bounds); the
 // accepted values, written back as AFMESH_* entries, parse to the same
 // configuration without a note; a bad value leaves a note; the getters
-// answer for every variable in the table, set or not.
+// answer for every variable in the table, set or not. AFMESH_LAYOUT is the
+// one setting read in the context of other variables (a job manager's): it
+// is consumed, and what it derives (role, rank, sizes) is written back in
+// its place, so it is left out of the round trip.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config.h"
@@ -60,6 +64,8 @@ void check_value(const Config &config, const VarSpec &spec) {
     }
 }
 
+bool consumed_in_context(const VarSpec &spec) { return std::string_view(spec.name) == "AFMESH_LAYOUT"; }
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -70,12 +76,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::vector<std::string> accepted;
     for (const VarSpec &spec : afmesh::config_vars()) {
         check_value(config, spec);
-        if (config.is_set(spec.name)) accepted.push_back(std::string(spec.name) + "=" + config.get(spec.name));
+        if (config.is_set(spec.name) && !consumed_in_context(spec)) accepted.push_back(std::string(spec.name) + "=" + config.get(spec.name));
     }
     const Config again = parse(accepted);
     fuzz::check(again.env_error().is_ok() && again.notes().empty(), "accepted settings, read again, leave a note",
                 again.notes().empty() ? "" : again.notes().front().c_str());
     for (const VarSpec &spec : afmesh::config_vars()) {
+        if (consumed_in_context(spec)) continue;
         fuzz::check(again.is_set(spec.name) == config.is_set(spec.name) && again.get(spec.name) == config.get(spec.name),
                     "accepted settings, read again, differ", spec.name);
     }

@@ -344,6 +344,10 @@ void config_seeds(Corpus &corpus) {
     corpus.add("config", "mistakes",
                text("AFMESH_NUM_WORKER=2\nAFMESH_HEARTBEAT_MS=5\nAFMESH_POLL=spin\nAFMESH_RANK= 3\n"
                     "AFMESH_ROLE=worker\nDMLC_ROLE=server\nDMLC_PS_ROOT_URI=host"));
+    // A place taken from a job manager: AFMESH_LAYOUT with Open MPI's and Slurm's variables.
+    corpus.add("config", "job",
+               text("AFMESH_LAYOUT=servers:2\nAFMESH_SCHEDULER=10.0.0.1:9000\nOMPI_COMM_WORLD_RANK=3\n"
+                    "OMPI_COMM_WORLD_SIZE=6\nOMPI_COMM_WORLD_LOCAL_RANK=1\nSLURM_PROCID=3\nSLURM_NTASKS=6"));
 }
 
 }  // namespace
