@@ -249,7 +249,7 @@ afmesh_status afmesh_next_event(afmesh_node *node, afmesh_event *event, int time
     return guarded([&] {
         afmesh::MembershipEvent taken;
         if (Status s = n->next_event(std::chrono::milliseconds(timeout_ms), &taken); !s) return s;
-        event->type = AFMESH_EVENT_PEER_DOWN;
+        event->type = taken.type == afmesh::MembershipEvent::Type::kPeerUp ? AFMESH_EVENT_PEER_UP : AFMESH_EVENT_PEER_DOWN;
         event->role = taken.role == afmesh::Role::kWorker   ? AFMESH_ROLE_WORKER
                       : taken.role == afmesh::Role::kServer ? AFMESH_ROLE_SERVER
                                                             : AFMESH_ROLE_SCHEDULER;

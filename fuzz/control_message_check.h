@@ -72,6 +72,8 @@ inline void check_control_payload(control::MessageType type, std::span<const uin
     case MessageType::kBarrierDone: return control_round_trip_only<BarrierDoneMsg>(payload);
     case MessageType::kHeartbeat: return control_round_trip_only<HeartbeatMsg>(payload);
     case MessageType::kPeerDown: return control_round_trip_only<PeerDownMsg>(payload);
+    case MessageType::kPeerUp: return control_round_trip_only<PeerUpMsg>(payload);
+    case MessageType::kPeerUpAck: return control_round_trip_only<PeerUpAckMsg>(payload);
     case MessageType::kStop: return control_round_trip_only<StopMsg>(payload);
     case MessageType::kStopDone: return control_round_trip_only<StopDoneMsg>(payload);
     }

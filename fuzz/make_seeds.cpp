@@ -122,6 +122,12 @@ void control_seeds(Corpus &corpus) {
                 control::BarrierDoneMsg{afmesh::BarrierGroup::kWorkers, 3, afmesh::Status::ok()}, &stream);
     add_control(corpus, "heartbeat", control::HeartbeatMsg{}, &stream);
     add_control(corpus, "peer_down", control::PeerDownMsg{afmesh::Role::kServer, 1, "heartbeat timeout"}, &stream);
+    add_control(corpus, "peer_up", control::PeerUpMsg{sample_roster().roster.servers[1]}, &stream);
+    add_control(corpus, "peer_up_ack", control::PeerUpAckMsg{afmesh::Role::kServer, 1, 0x1001}, &stream);
+    control::RosterMsg replacement = sample_roster();
+    replacement.replacement = true;
+    replacement.barriers_done = {4, 0, 7};
+    add_control(corpus, "roster_replacement", replacement, &stream);
     add_control(corpus, "stop", control::StopMsg{}, &stream);
     add_control(corpus, "stop_done",
                 control::StopDoneMsg{{afmesh::Code::kPeerFailed, "server 1 died instead of stopping"}}, &stream);

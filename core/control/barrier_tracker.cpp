@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "control/barrier_tracker.h"
 
+#include <algorithm>
+
 #include "control/messages.h"
 
 namespace afmesh::control {
@@ -54,6 +56,19 @@ std::vector<BarrierRelease> BarrierTracker::fail_member(NodeId node, const std::
         it = pending_.erase(it);
     }
     return failed;
+}
+
+std::array<uint64_t, 3> BarrierTracker::adopt(NodeId node) {
+    std::array<uint64_t, 3> numbers{};
+    for (BarrierGroup group : {BarrierGroup::kWorkers, BarrierGroup::kServers, BarrierGroup::kAll}) {
+        if (!group_contains(group, node.role)) continue;
+        uint64_t highest = 0;
+        for (const auto &[key, seq] : last_seq_)
+            if (key.second == group && key.first != node) highest = std::max(highest, seq);
+        last_seq_[{node, group}] = highest;
+        numbers[static_cast<size_t>(group) - 1] = highest;
+    }
+    return numbers;
 }
 
 }  // namespace afmesh::control

@@ -6,6 +6,7 @@
 // and a late straggler still releases the barrier it was late for.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -46,6 +47,14 @@ public:
      * over a group it belongs to fails.
      */
     std::vector<BarrierRelease> fail_member(NodeId node, const std::string &why);
+    /**
+     * `node` is a failed member's replacement, which enters its next barrier
+     * on each group where the cluster is: its numbering starts after the
+     * highest number any member of the group has entered. Those numbers, by
+     * BarrierGroup - 1 (0 for a group it is not in), for the replacement's
+     * roster.
+     */
+    std::array<uint64_t, 3> adopt(NodeId node);
 
 private:
     size_t group_size(BarrierGroup group) const;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <optional>
 #include <thread>
+#include <variant>
 
 #include "control/control_client.h"
 #include "control/frame_reader.h"
@@ -47,8 +48,8 @@ std::string ms_text(milliseconds ms) { return std::to_string(ms.count()) + " ms"
 
 class ClientImpl final : public ControlClient {
 public:
-    ClientImpl(const ControlOptions &options, const Hello &hello, PeerDownCallback on_peer_down)
-        : options_(options), hello_(hello), on_peer_down_(std::move(on_peer_down)) {}
+    ClientImpl(const ControlOptions &options, const Hello &hello, MembershipCallbacks callbacks)
+        : options_(options), hello_(hello), callbacks_(std::move(callbacks)) {}
 
     ~ClientImpl() override {
         {
@@ -64,6 +65,7 @@ public:
 
     const Roster &roster() const override { return roster_; }
     int32_t rank() const override { return rank_; }
+    bool replacement() const override { return replacement_; }
     Status barrier(BarrierGroup group, milliseconds timeout) override;
     Status stop(milliseconds timeout) override;
     bool scheduler_gone() const override {
@@ -91,8 +93,12 @@ private:
     bool serve_once(Clock::time_point *last_heard, Clock::time_point *next_heartbeat);
     /** Reads and dispatches what arrived; false when the connection is over. */
     bool receive(Clock::time_point now, Clock::time_point *last_heard);
-    /** Applies one frame; false when it ends the connection. PEER_DOWN notices go to `downs`. */
-    bool dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs);
+    /** A PEER_DOWN or PEER_UP, told to the callbacks once the frames at hand are applied. */
+    using Notice = std::variant<PeerDownMsg, PeerUpMsg>;
+    /** Applies one frame; false when it ends the connection. Membership notices go to `notices`. */
+    bool dispatch(const Frame &frame, std::vector<Notice> *notices);
+    /** Whether a PEER_UP names a node of this cluster other than this one. */
+    bool plausible(const RosterEntry &entry) const;
     /** The connection ended unexpectedly: fail the waiters and, once a member, tell the user. */
     void lose(Status why) AFMESH_EXCLUDES(mu_);
     /** Queues a message for the I/O thread. */
@@ -107,7 +113,7 @@ private:
 
     const ControlOptions options_;
     const Hello hello_;
-    const PeerDownCallback on_peer_down_;
+    const MembershipCallbacks callbacks_;
     UniqueFd fd_;
     Waker waker_;
     FrameReader reader_;  // I/O thread only
@@ -129,6 +135,7 @@ private:
     // Written by the I/O thread before join() returns, read-only afterwards:
     Roster roster_;
     int32_t rank_ = -1;
+    bool replacement_ = false;
 };
 
 Status ClientImpl::reach_scheduler(Clock::time_point deadline) {
@@ -228,7 +235,7 @@ bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *ne
 
 bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
     Status read = reader_.fill(fd_.get());
-    std::vector<PeerDownMsg> downs;
+    std::vector<Notice> notices;
     bool open = true;
     for (;;) {
         std::optional<Frame> frame;
@@ -240,13 +247,20 @@ bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
         }
         if (!frame) break;
         *last_heard = now;
-        if (!dispatch(*frame, &downs)) {
+        if (!dispatch(*frame, &notices)) {
             open = false;
             break;
         }
     }
-    if (on_peer_down_) {
-        for (const PeerDownMsg &down : downs) on_peer_down_(down.role, down.rank, down.reason);
+    for (const Notice &notice : notices) {
+        if (const auto *down = std::get_if<PeerDownMsg>(&notice); down && callbacks_.peer_down)
+            callbacks_.peer_down(down->role, down->rank, down->reason);
+        if (const auto *up = std::get_if<PeerUpMsg>(&notice)) {
+            if (callbacks_.peer_up) callbacks_.peer_up(up->entry);
+            // Taken in: the scheduler may now hand the replacement its roster.
+            MutexLock lock(&mu_);
+            queue_message(writer_, PeerUpAckMsg{up->entry.role, up->entry.rank, up->entry.incarnation});
+        }
     }
     if (open && !read) {
         lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " went away: " + read.message()});
@@ -255,7 +269,13 @@ bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
     return open;
 }
 
-bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
+bool ClientImpl::plausible(const RosterEntry &entry) const {
+    const int32_t n = entry.role == Role::kWorker ? options_.num_workers : options_.num_servers;
+    const bool me = entry.role == hello_.role && entry.rank == rank_;
+    return (entry.role == Role::kWorker || entry.role == Role::kServer) && entry.rank >= 0 && entry.rank < n && !me;
+}
+
+bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
     auto malformed = [&](const Status &s) {
         lose({Code::kPeerFailed, "bad " + std::string(message_type_name(frame.type)) + " from the scheduler at " +
                                      options_.scheduler + ": " + s.message()});
@@ -289,6 +309,9 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
             if (phase_ != Phase::kJoining) return malformed({Code::kInvalidArgument, "a second roster"});
             roster_ = std::move(m.roster);
             rank_ = m.your_rank;
+            replacement_ = m.replacement;
+            // A replacement numbers its barriers on from the running cluster's.
+            for (size_t g = 0; g < barriers_.size(); ++g) barriers_[g].sent = barriers_[g].done = m.barriers_done[g];
             phase_ = Phase::kMember;
             joined_ = true;
         }
@@ -328,7 +351,19 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
         PeerDownMsg m;
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
         AFMESH_LOG(AFMESH_LOG_WARN, "control: %s %d is down: %s", role_name(m.role), m.rank, m.reason.c_str());
-        downs->push_back(std::move(m));
+        notices->push_back(std::move(m));
+        return true;
+    }
+    case MessageType::kPeerUp: {
+        PeerUpMsg m;
+        if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        if (rank_ < 0 || !plausible(m.entry))  // rank_ is set with the roster
+            return malformed({Code::kInvalidArgument, std::string("PEER_UP for ") + role_name(m.entry.role) + " " +
+                                                          std::to_string(m.entry.rank) +
+                                                          ", which is not another node of this cluster"});
+        AFMESH_LOG(AFMESH_LOG_INFO, "control: %s %d is back (a new incarnation from %s)", role_name(m.entry.role),
+                   m.entry.rank, m.entry.host.c_str());
+        notices->push_back(std::move(m));
         return true;
     }
     case MessageType::kStopDone: {
@@ -345,6 +380,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<PeerDownMsg> *downs) {
     }
     case MessageType::kHello:
     case MessageType::kBarrier:
+    case MessageType::kPeerUpAck:
     case MessageType::kStop: break;
     }
     return malformed({Code::kInvalidArgument, "a message type (" +
@@ -364,7 +400,7 @@ void ClientImpl::lose(Status why) {
     cv_.notify_all();
     if (tell_user) {
         AFMESH_LOG(AFMESH_LOG_WARN, "control: lost the scheduler: %s", why.message().c_str());
-        if (on_peer_down_) on_peer_down_(Role::kScheduler, 0, why.message());
+        if (callbacks_.peer_down) callbacks_.peer_down(Role::kScheduler, 0, why.message());
     }
 }
 
@@ -383,7 +419,7 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
                                             " is not part of the barrier group '" + group_name(group) + "'"};
     }
     if (std::this_thread::get_id() == io_.get_id()) {
-        return {Code::kInvalidArgument, "barrier: called from the PeerDownCallback, whose thread delivers the answer"};
+        return {Code::kInvalidArgument, "barrier: called from a membership callback, whose thread delivers the answer"};
     }
     MutexLock lock(&mu_);
     if (Status s = usable_locked("barrier"); !s) return s;
@@ -406,7 +442,7 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
 
 Status ClientImpl::stop(milliseconds timeout) {
     if (std::this_thread::get_id() == io_.get_id()) {
-        return {Code::kInvalidArgument, "stop: called from the PeerDownCallback, whose thread delivers the answer"};
+        return {Code::kInvalidArgument, "stop: called from a membership callback, whose thread delivers the answer"};
     }
     MutexLock lock(&mu_);
     if (phase_ == Phase::kFinished) return stop_result_;
@@ -426,7 +462,7 @@ Status ClientImpl::stop(milliseconds timeout) {
 }  // namespace
 }  // namespace control
 
-Status ControlClient::connect(const ControlOptions &options, const Hello &hello, PeerDownCallback on_peer_down,
+Status ControlClient::connect(const ControlOptions &options, const Hello &hello, MembershipCallbacks callbacks,
                               std::unique_ptr<ControlClient> *out) {
     using namespace control;
     if (Status s = check_options(options); !s) return s;
@@ -443,7 +479,7 @@ Status ControlClient::connect(const ControlOptions &options, const Hello &hello,
     HostPort scheduler;
     if (Status s = parse_host_port(options.scheduler, &scheduler); !s) return s;
     if (Status s = check_hello({hello, 0, 0, 0, 0, options.auth_token}); !s) return s;
-    auto client = std::make_unique<ClientImpl>(options, hello, std::move(on_peer_down));
+    auto client = std::make_unique<ClientImpl>(options, hello, std::move(callbacks));
     if (Status s = client->join(); !s) return s;
     *out = std::move(client);
     return Status::ok();

@@ -71,17 +71,22 @@ struct ControlOptions {
     std::chrono::milliseconds heartbeat_timeout{5000};  // silence after which a node is declared dead
 };
 
+/**
+ * What a node hears of the other nodes' membership, in the order the
+ * scheduler said it. Both are called from the client's I/O thread: they must
+ * return promptly (heartbeats wait for them) and must not destroy the
+ * client; barrier() and stop() called from them return INVALID_ARGUMENT
+ * instead of waiting for an answer only that thread can deliver.
+ */
+struct MembershipCallbacks {
+    /** A node was declared dead; (Role::kScheduler, 0, reason) when the scheduler itself is lost. */
+    std::function<void(Role role, int32_t rank, const std::string &reason)> peer_down;
+    /** A failed node's replacement was admitted: `entry` is its new address and incarnation. */
+    std::function<void(const RosterEntry &entry)> peer_up;
+};
+
 class ControlClient {
 public:
-    /**
-     * Called from the client's I/O thread when the scheduler reports a node
-     * dead, or with (Role::kScheduler, 0, reason) when the scheduler itself is
-     * lost. It must return promptly (heartbeats wait for it) and must not
-     * destroy the client; barrier() and stop() called from it return
-     * INVALID_ARGUMENT instead of waiting for an answer only this thread can
-     * deliver.
-     */
-    using PeerDownCallback = std::function<void(Role role, int32_t rank, const std::string &reason)>;
 
     /**
      * Connects to the scheduler, sends `hello` and waits for the roster.
@@ -93,7 +98,7 @@ public:
      * speaks another protocol version; PEER_FAILED when the scheduler went
      * away before the roster.
      */
-    static Status connect(const ControlOptions &options, const Hello &hello, PeerDownCallback on_peer_down,
+    static Status connect(const ControlOptions &options, const Hello &hello, MembershipCallbacks callbacks,
                           std::unique_ptr<ControlClient> *out);
     /** Without a completed stop(), closing the connection makes the others see this node as failed. */
     virtual ~ControlClient() = default;
@@ -101,6 +106,12 @@ public:
     virtual const Roster &roster() const = 0;
     /** This node's rank within its role (assigned when it asked for -1). */
     virtual int32_t rank() const = 0;
+    /**
+     * This node took the place of a failed one in a running cluster: its
+     * peers connect to it as they learn of it, and there is no start-up
+     * barrier to enter (the others passed it long ago).
+     */
+    virtual bool replacement() const = 0;
     /**
      * Blocks until every node of `group` has entered, or `timeout` (TIMEOUT).
      * Barriers are numbered per group on each node; the n-th barrier of every

@@ -21,6 +21,8 @@ const char *message_type_name(MessageType type) {
     case MessageType::kPeerDown: return "PEER_DOWN";
     case MessageType::kStop: return "STOP";
     case MessageType::kStopDone: return "STOP_DONE";
+    case MessageType::kPeerUp: return "PEER_UP";
+    case MessageType::kPeerUpAck: return "PEER_UP_ACK";
     }
     return "UNKNOWN";
 }

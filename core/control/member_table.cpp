@@ -16,17 +16,13 @@ const MemberTable::Member &MemberTable::at(NodeId node) const {
     return (node.role == Role::kWorker ? workers_ : servers_).at(static_cast<size_t>(node.rank));
 }
 
-void MemberTable::note_gone(NodeId node, std::string why) {
-    std::string &first = node.role == Role::kWorker ? first_gone_worker_ : first_gone_server_;
-    if (first.empty()) first = std::move(why);
-}
-
 bool MemberTable::mark_stopped(NodeId node) {
     Member &m = at(node);
     if (m.state != MemberState::kAlive) return false;
     m.state = MemberState::kStopped;
+    m.gone_order = ++gone_count_;
     --alive_;
-    note_gone(node, node_name(node) + " has stopped");
+    ++stopped_;
     return true;
 }
 
@@ -35,9 +31,40 @@ bool MemberTable::mark_failed(NodeId node, const std::string &reason) {
     if (m.state != MemberState::kAlive) return false;
     m.state = MemberState::kFailed;
     m.reason = reason;
+    m.gone_order = ++gone_count_;
     --alive_;
-    note_gone(node, node_name(node) + " failed (" + reason + ")");
     return true;
+}
+
+bool MemberTable::mark_replaced(NodeId node) {
+    Member &m = at(node);
+    if (m.state != MemberState::kFailed) return false;
+    m = Member{};
+    ++alive_;
+    return true;
+}
+
+int32_t MemberTable::first_failed(Role role) const {
+    const std::vector<Member> &list = members(role);
+    for (size_t rank = 0; rank < list.size(); ++rank)
+        if (list[rank].state == MemberState::kFailed) return static_cast<int32_t>(rank);
+    return -1;
+}
+
+std::string MemberTable::first_gone(Role role) const {
+    const std::vector<Member> &list = members(role);
+    const Member *first = nullptr;
+    size_t first_rank = 0;
+    for (size_t rank = 0; rank < list.size(); ++rank) {
+        const Member &m = list[rank];
+        if (m.state != MemberState::kAlive && (!first || m.gone_order < first->gone_order)) {
+            first = &m;
+            first_rank = rank;
+        }
+    }
+    if (!first) return {};
+    const std::string name = node_name({role, static_cast<int32_t>(first_rank)});
+    return first->state == MemberState::kStopped ? name + " has stopped" : name + " failed (" + first->reason + ")";
 }
 
 ProgressMsg MemberTable::stop_progress() const {
@@ -45,10 +72,10 @@ ProgressMsg MemberTable::stop_progress() const {
     progress.phase = ProgressPhase::kStop;
     std::vector<NodeId> missing;
     for (Role role : {Role::kWorker, Role::kServer}) {
-        const std::vector<Member> &members = role == Role::kWorker ? workers_ : servers_;
+        const std::vector<Member> &list = members(role);
         uint32_t &count = role == Role::kWorker ? progress.workers_missing : progress.servers_missing;
-        for (size_t rank = 0; rank < members.size(); ++rank) {
-            if (members[rank].state != MemberState::kAlive) continue;
+        for (size_t rank = 0; rank < list.size(); ++rank) {
+            if (list[rank].state != MemberState::kAlive) continue;
             ++count;
             missing.push_back({role, static_cast<int32_t>(rank)});
         }
@@ -58,8 +85,9 @@ ProgressMsg MemberTable::stop_progress() const {
 }
 
 std::string MemberTable::unavailable(BarrierGroup group) const {
-    if (group != BarrierGroup::kServers && !first_gone_worker_.empty()) return first_gone_worker_;
-    if (group != BarrierGroup::kWorkers && !first_gone_server_.empty()) return first_gone_server_;
+    if (group != BarrierGroup::kServers)
+        if (std::string why = first_gone(Role::kWorker); !why.empty()) return why;
+    if (group != BarrierGroup::kWorkers) return first_gone(Role::kServer);
     return {};
 }
 
@@ -67,12 +95,12 @@ Status MemberTable::outcome() const {
     std::string failed;
     size_t count = 0;
     for (Role role : {Role::kWorker, Role::kServer}) {
-        const std::vector<Member> &members = role == Role::kWorker ? workers_ : servers_;
-        for (size_t rank = 0; rank < members.size(); ++rank) {
-            if (members[rank].state != MemberState::kFailed) continue;
+        const std::vector<Member> &list = members(role);
+        for (size_t rank = 0; rank < list.size(); ++rank) {
+            if (list[rank].state != MemberState::kFailed) continue;
             ++count;
             failed += (failed.empty() ? "" : "; ") + node_name({role, static_cast<int32_t>(rank)}) + " (" +
-                      members[rank].reason + ")";
+                      list[rank].reason + ")";
         }
     }
     if (count == 0) return Status::ok();

@@ -4,7 +4,8 @@
 // is complete and what that stop reports.
 //
 // A failed node counts as "stopped with failure": survivors are never held
-// hostage by a node that died, and the stop's outcome names it.
+// hostage by a node that died, and the stop's outcome names it, unless a
+// replacement took its place (failed -> alive again, a new incarnation).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,12 @@ public:
      * (a node that goes away after stopping has simply left).
      */
     bool mark_failed(NodeId node, const std::string &reason);
+    /** Failed -> alive: a replacement took its place; false when the node had not failed. */
+    bool mark_replaced(NodeId node);
+    /** The first failed node of `role` (its rank), or -1 when none is. */
+    int32_t first_failed(Role role) const;
+    /** Some node has stopped: the cluster is on its way out and takes no replacement. */
+    bool stopping() const { return stopped_ > 0; }
 
     /** No node is alive any more: the stop is complete. */
     bool settled() const { return alive_ == 0; }
@@ -47,17 +54,20 @@ public:
 private:
     struct Member {
         MemberState state = MemberState::kAlive;
-        std::string reason;  // kFailed
+        std::string reason;       // kFailed
+        uint64_t gone_order = 0;  // not kAlive: when it stopped or failed, for unavailable()'s first
     };
 
     Member &at(NodeId node);
     const Member &at(NodeId node) const;
-    /** Records the first node of its role to become unavailable, for unavailable(). */
-    void note_gone(NodeId node, std::string why);
+    const std::vector<Member> &members(Role role) const { return role == Role::kWorker ? workers_ : servers_; }
+    /** Why `role`'s earliest node to stop or fail is gone, or "" while all are alive. */
+    std::string first_gone(Role role) const;
 
     std::vector<Member> workers_, servers_;
     size_t alive_;
-    std::string first_gone_worker_, first_gone_server_;
+    size_t stopped_ = 0;
+    uint64_t gone_count_ = 0;
 };
 
 /** "worker 1, server 0" for at most `max_names` nodes, then "and N more". */

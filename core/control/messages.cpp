@@ -57,26 +57,37 @@ void write_entry(ByteWriter &out, const RosterEntry &e) {
 // role u8 + rank i32 + four empty length-prefixed fields + incarnation u64
 constexpr size_t kMinEntryBytes = 1 + 4 + 4 * 4 + 8;
 
+RosterEntry read_entry(WireReader &in) {
+    RosterEntry e;
+    e.role = read_node_role(in, "entry role");
+    e.rank = in.i32("entry rank");
+    e.host = in.str("entry host", kMaxNameBytes);
+    e.transport = in.str("entry transport", kMaxNameBytes);
+    e.address = in.bytes("entry address", kMaxAddressBytes);
+    e.device = in.str("entry device", kMaxNameBytes);
+    e.incarnation = in.u64("entry incarnation");
+    if (in.ok() && e.incarnation == 0) in.fail("entry incarnation", "is 0, which no scheduler issues");
+    return e;
+}
+
 void read_entries(WireReader &in, Role role, const char *field, std::vector<RosterEntry> *out) {
     uint32_t n = in.count(field, kMinEntryBytes);
     out->reserve(n);
     for (uint32_t i = 0; i < n && in.ok(); ++i) {
-        RosterEntry e;
-        e.role = read_node_role(in, "entry role");
-        e.rank = in.i32("entry rank");
-        e.host = in.str("entry host", kMaxNameBytes);
-        e.transport = in.str("entry transport", kMaxNameBytes);
-        e.address = in.bytes("entry address", kMaxAddressBytes);
-        e.device = in.str("entry device", kMaxNameBytes);
-        e.incarnation = in.u64("entry incarnation");
+        RosterEntry e = read_entry(in);
         // The roster is indexed by rank: anything else would misroute data.
         if (in.ok() && (e.role != role || e.rank != static_cast<int32_t>(i))) {
             in.fail(field, std::string("entry ") + std::to_string(i) + " is " + role_name(e.role) + " rank " +
                                std::to_string(e.rank));
         }
-        if (in.ok() && e.incarnation == 0) in.fail("entry incarnation", "is 0, which no scheduler issues");
         out->push_back(std::move(e));
     }
+}
+
+bool read_flag(WireReader &in, const char *field) {
+    uint8_t flag = in.u8(field);
+    if (in.ok() && flag > 1) in.fail(field, "is " + std::to_string(flag) + ", not 0 or 1");
+    return flag == 1;
 }
 
 template <class Message>
@@ -145,6 +156,8 @@ std::vector<uint8_t> encode(const RosterMsg &m) {
     std::vector<uint8_t> payload;
     ByteWriter out(payload);
     out.i32(m.your_rank);
+    out.u8(m.replacement ? 1 : 0);
+    for (uint64_t seq : m.barriers_done) out.u64(seq);
     out.raw(m.roster.cluster_key.data(), m.roster.cluster_key.size());
     out.u32(static_cast<uint32_t>(m.roster.workers.size()));
     for (const RosterEntry &e : m.roster.workers) write_entry(out, e);
@@ -164,6 +177,8 @@ std::vector<uint8_t> with_your_rank(const std::vector<uint8_t> &roster_payload, 
 Status decode(std::span<const uint8_t> payload, RosterMsg *out) {
     WireReader in(payload, "ROSTER");
     out->your_rank = in.i32("your_rank");
+    out->replacement = read_flag(in, "replacement");
+    for (uint64_t &seq : out->barriers_done) seq = in.u64("barriers_done");
     in.raw("cluster_key", out->roster.cluster_key);
     read_entries(in, Role::kWorker, "workers", &out->roster.workers);
     read_entries(in, Role::kServer, "servers", &out->roster.servers);
@@ -232,6 +247,36 @@ Status decode(std::span<const uint8_t> payload, PeerDownMsg *out) {
     out->role = read_node_role(in, "role");
     out->rank = in.i32("rank");
     out->reason = in.str("reason", kMaxTextBytes);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const PeerUpMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    write_entry(out, m.entry);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, PeerUpMsg *out) {
+    WireReader in(payload, "PEER_UP");
+    out->entry = read_entry(in);
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const PeerUpAckMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    out.u8(static_cast<uint8_t>(m.role));
+    out.i32(m.rank);
+    out.u64(m.incarnation);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, PeerUpAckMsg *out) {
+    WireReader in(payload, "PEER_UP_ACK");
+    out->role = read_node_role(in, "role");
+    out->rank = in.i32("rank");
+    out->incarnation = in.u64("incarnation");
     return in.finish();
 }
 

@@ -4,6 +4,7 @@
 // shape) so the scheduler and client only ever see well-formed messages.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -53,8 +54,15 @@ struct ProgressMsg {
 
 struct RosterMsg {
     static constexpr MessageType kType = MessageType::kRoster;
-    int32_t your_rank = -1;
+    int32_t your_rank = -1;  // first on the wire: with_your_rank() patches it
     Roster roster;
+    /**
+     * The receiver replaces a failed node of a running cluster: there is no
+     * start-up barrier to enter, and its barriers are numbered on from the
+     * cluster's, whose last numbers are `barriers_done` (by BarrierGroup - 1).
+     */
+    bool replacement = false;
+    std::array<uint64_t, 3> barriers_done{};
 };
 
 /** Refusal or eviction. Frozen layout (see frame.h): code, message. */
@@ -87,6 +95,26 @@ struct PeerDownMsg {
     std::string reason;
 };
 
+/** A failed node's replacement was admitted, under the same role and rank and a new incarnation. */
+struct PeerUpMsg {
+    static constexpr MessageType kType = MessageType::kPeerUp;
+    RosterEntry entry;
+};
+
+/**
+ * The node has taken in a PEER_UP: the replacement's roster is held back
+ * until every other member has, so none of them can meet the replacement
+ * with the old incarnation's key.
+ */
+struct PeerUpAckMsg {
+    static constexpr MessageType kType = MessageType::kPeerUpAck;
+    Role role = Role::kWorker;
+    int32_t rank = -1;
+    uint64_t incarnation = 0;
+
+    bool operator==(const PeerUpAckMsg &) const = default;
+};
+
 struct StopMsg {
     static constexpr MessageType kType = MessageType::kStop;
 };
@@ -109,6 +137,8 @@ std::vector<uint8_t> encode(const BarrierMsg &m);
 std::vector<uint8_t> encode(const BarrierDoneMsg &m);
 std::vector<uint8_t> encode(const HeartbeatMsg &m);
 std::vector<uint8_t> encode(const PeerDownMsg &m);
+std::vector<uint8_t> encode(const PeerUpMsg &m);
+std::vector<uint8_t> encode(const PeerUpAckMsg &m);
 std::vector<uint8_t> encode(const StopMsg &m);
 std::vector<uint8_t> encode(const StopDoneMsg &m);
 
@@ -121,6 +151,8 @@ Status decode(std::span<const uint8_t> payload, BarrierMsg *out);
 Status decode(std::span<const uint8_t> payload, BarrierDoneMsg *out);
 Status decode(std::span<const uint8_t> payload, HeartbeatMsg *out);
 Status decode(std::span<const uint8_t> payload, PeerDownMsg *out);
+Status decode(std::span<const uint8_t> payload, PeerUpMsg *out);
+Status decode(std::span<const uint8_t> payload, PeerUpAckMsg *out);
 Status decode(std::span<const uint8_t> payload, StopMsg *out);
 Status decode(std::span<const uint8_t> payload, StopDoneMsg *out);
 

@@ -25,6 +25,13 @@ Status invalid(std::string message) { return {Code::kInvalidArgument, std::move(
 Rendezvous::Rendezvous(const ControlOptions &options) : options_(options) {}
 
 Status Rendezvous::admit(PeerId peer, const HelloMsg &m, const std::string &host) {
+    if (Status s = check_node(m); !s) return s;
+    if (Status s = check_rank(m.hello); !s) return s;
+    admitted(m.hello.role).push_back({peer, m.hello, host});
+    return Status::ok();
+}
+
+Status Rendezvous::check_node(const HelloMsg &m) const {
     if (!options_.auth_token.empty()) {
         if (m.auth_token.empty()) return {Code::kAccess, "this scheduler requires an auth token and none was sent"};
         if (!tokens_equal(options_.auth_token, m.auth_token)) return {Code::kAccess, "wrong auth token"};
@@ -47,8 +54,6 @@ Status Rendezvous::admit(PeerId peer, const HelloMsg &m, const std::string &host
                        " ms) is not shorter than the node's peer timeout (" +
                        std::to_string(m.heartbeat_timeout_ms) + " ms)");
     }
-    if (Status s = check_rank(m.hello); !s) return s;
-    admitted(m.hello.role).push_back({peer, m.hello, host});
     return Status::ok();
 }
 

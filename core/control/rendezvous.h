@@ -32,6 +32,12 @@ public:
      * taken, or one node more of a role than the cluster has.
      */
     Status admit(PeerId peer, const HelloMsg &hello, const std::string &host);
+    /**
+     * admit()'s checks that do not depend on the others who joined: the
+     * token, the topology and the heartbeat timing. A replacement arriving
+     * after the roster passes these too.
+     */
+    Status check_node(const HelloMsg &hello) const;
     /** Forgets a node that left before the roster: its slot and requested rank are free again. */
     void withdraw(PeerId peer);
 

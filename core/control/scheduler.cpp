@@ -11,10 +11,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "control/barrier_tracker.h"
@@ -53,18 +55,30 @@ constexpr uint64_t kStartupBarrier = 1;
 
 // Each node of the roster gets a random incarnation (never 0, which means
 // none), so a later process under the same role and rank cannot pass for it.
+Status issue_incarnation(RosterEntry *entry) {
+    do {
+        if (Status s = crypto::random_bytes({reinterpret_cast<uint8_t *>(&entry->incarnation),
+                                             sizeof entry->incarnation});
+            !s)
+            return s;
+    } while (entry->incarnation == 0);
+    return Status::ok();
+}
+
 Status issue_incarnations(Roster *roster) {
     for (auto *entries : {&roster->workers, &roster->servers}) {
         for (RosterEntry &entry : *entries) {
-            do {
-                if (Status s = crypto::random_bytes({reinterpret_cast<uint8_t *>(&entry.incarnation),
-                                                     sizeof entry.incarnation});
-                    !s)
-                    return s;
-            } while (entry.incarnation == 0);
+            if (Status s = issue_incarnation(&entry); !s) return s;
         }
     }
     return Status::ok();
+}
+
+Status roster_fits(const std::vector<uint8_t> &payload) {
+    if (payload.size() <= kMaxFramePayload) return Status::ok();
+    return {Code::kInvalidArgument, "the roster is " + std::to_string(payload.size()) +
+                                        " bytes, above the control protocol's " + std::to_string(kMaxFramePayload) +
+                                        "-byte frame limit: transport address blobs are too big"};
 }
 
 struct Peer {
@@ -82,6 +96,11 @@ struct Peer {
     bool write_shut = false;     // kClosing: FIN sent after the last frame
     std::optional<ProgressMsg> progress_sent;
     bool closed = false;  // erased at the end of the loop iteration
+    // A replacement's roster waits until every other member has taken in its
+    // PEER_UP (their PEER_UP_ACKs), so none meets it with the old key.
+    bool roster_held = false;
+    std::set<PeerId> awaiting_acks;
+    std::array<uint64_t, 3> barriers_done{};  // where its barrier numbering starts
 
     std::string name() const {
         if (phase == PeerPhase::kMember) return node_name(node);
@@ -133,6 +152,14 @@ private:
     void service(Peer &p, Clock::time_point now);
     void handle(Peer &p, const Frame &frame);
     void on_hello(Peer &p, const Frame &frame);
+    void admit_replacement(Peer &p, const HelloMsg &m);
+    void on_peer_up_ack(Peer &p, const Frame &frame);
+    /** `acked` has taken in the PEER_UP of every replacement it was asked to (or is gone). */
+    void ack_replacements(PeerId acked, std::optional<NodeId> of = std::nullopt);
+    /** Sends a held roster once no member's ack is awaited any more. */
+    void release_roster(Peer &p);
+    /** Which failed node a replacement may take the place of: its rank in `*node`, or why none. */
+    Status replaceable(const Hello &hello, NodeId *node) const;
     void on_barrier(Peer &p, const Frame &frame);
     void on_stop(Peer &p);
     void publish_roster();
@@ -165,6 +192,7 @@ private:
     PeerId next_peer_ = 1;
     Rendezvous rendezvous_;
     std::optional<MemberTable> members_;  // from the roster on
+    Roster roster_;                       // as published, then as replacements change it
     std::map<NodeId, PeerId> member_peers_;
     BarrierTracker barriers_;
     StartupTimeline timeline_;
@@ -304,6 +332,7 @@ void SchedulerImpl::handle(Peer &p, const Frame &frame) {
     }
     if (p.phase == PeerPhase::kGreeting && type == MessageType::kHello) return on_hello(p, frame);
     if (p.phase == PeerPhase::kMember && type == MessageType::kBarrier) return on_barrier(p, frame);
+    if (p.phase == PeerPhase::kMember && type == MessageType::kPeerUpAck) return on_peer_up_ack(p, frame);
     if (p.phase == PeerPhase::kMember && type == MessageType::kStop) {
         StopMsg m;
         if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
@@ -319,9 +348,8 @@ void SchedulerImpl::handle(Peer &p, const Frame &frame) {
 void SchedulerImpl::on_hello(Peer &p, const Frame &frame) {
     HelloMsg m;
     if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
-    Status admitted = members_ ? Status(Code::kInvalidArgument,
-                                        "the cluster is already complete; nodes cannot join or rejoin after the roster")
-                               : rendezvous_.admit(p.id, m, p.host);
+    if (members_) return admit_replacement(p, m);
+    Status admitted = rendezvous_.admit(p.id, m, p.host);
     if (!admitted) {
         AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: refusing %s from %s: %s", role_name(m.hello.role), p.endpoint.c_str(),
                    admitted.to_string().c_str());
@@ -354,15 +382,13 @@ void SchedulerImpl::publish_roster() {
     }
     // Encoded once, not once per node: copies differ only in your_rank.
     std::vector<uint8_t> payload = encode(msg);
-    if (payload.size() > kMaxFramePayload) {
-        Status too_big(Code::kInvalidArgument,
-                       "the roster is " + std::to_string(payload.size()) + " bytes, above the control protocol's " +
-                           std::to_string(kMaxFramePayload) + "-byte frame limit: transport address blobs are too big");
+    if (Status too_big = roster_fits(payload); !too_big) {
         AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", too_big.message().c_str());
         for (auto &[peer, node] : placement) lose(peers_.at(peer), too_big.message(), too_big);
         return;
     }
     members_.emplace(options_.num_workers, options_.num_servers);
+    roster_ = std::move(msg.roster);
     for (auto &[peer, node] : placement) {
         Peer &p = peers_.at(peer);
         p.phase = PeerPhase::kMember;
@@ -374,6 +400,95 @@ void SchedulerImpl::publish_roster() {
     timeline_.roster_sent(Clock::now());
     AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: roster complete: %d worker(s), %d server(s)", options_.num_workers,
                options_.num_servers);
+}
+
+// After the roster, a node can only take the place of a failed one: same
+// role, that node's rank, a new incarnation. The others hear PEER_UP and
+// connect to it; nothing of the failed incarnation passes their handshake.
+void SchedulerImpl::admit_replacement(Peer &p, const HelloMsg &m) {
+    NodeId node;
+    Status admitted = rendezvous_.check_node(m);
+    if (admitted) admitted = replaceable(m.hello, &node);
+    RosterEntry entry{node.role, node.rank, p.host, m.hello.transport, m.hello.address, m.hello.device, 0};
+    if (admitted) admitted = issue_incarnation(&entry);
+    if (admitted) {
+        RosterMsg msg{node.rank, roster_, true, {}};
+        (node.role == Role::kWorker ? msg.roster.workers : msg.roster.servers).at(static_cast<size_t>(node.rank)) =
+            entry;
+        admitted = roster_fits(encode(msg));
+    }
+    if (!admitted) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: refusing %s from %s: %s", role_name(m.hello.role), p.endpoint.c_str(),
+                   admitted.to_string().c_str());
+        return lose(p, admitted.message(), admitted);
+    }
+    members_->mark_replaced(node);
+    (node.role == Role::kWorker ? roster_.workers : roster_.servers).at(static_cast<size_t>(node.rank)) = entry;
+    p.phase = PeerPhase::kMember;
+    p.role = node.role;
+    p.node = node;
+    p.roster_held = true;
+    p.barriers_done = barriers_.adopt(node);
+    member_peers_[node] = p.id;
+    // A member whose own roster is still held learns of this one from that roster.
+    const PeerUpMsg up{entry};
+    for (auto &[id, other] : peers_) {
+        if (id == p.id || other.closed || other.phase != PeerPhase::kMember || other.roster_held) continue;
+        queue_message(other.writer, up);
+        p.awaiting_acks.insert(id);
+    }
+    release_roster(p);
+    state_changed_ = true;
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: %s replaced by a new incarnation from %s", p.name().c_str(),
+               p.endpoint.c_str());
+}
+
+Status SchedulerImpl::replaceable(const Hello &hello, NodeId *node) const {
+    const char *role = role_name(hello.role);
+    if (members_->stopping())
+        return {Code::kInvalidArgument, "the cluster is stopping: it takes no replacement for a failed node"};
+    const int32_t n = hello.role == Role::kWorker ? options_.num_workers : options_.num_servers;
+    if (hello.requested_rank >= n)
+        return {Code::kInvalidArgument, std::string("requested ") + role + " rank " +
+                                            std::to_string(hello.requested_rank) + " is out of range: the cluster has " +
+                                            std::to_string(n) + " " + role + "(s)"};
+    const int32_t rank = hello.requested_rank >= 0 ? hello.requested_rank : members_->first_failed(hello.role);
+    if (rank < 0)
+        return {Code::kInvalidArgument, std::string("the cluster is complete and no ") + role +
+                                            " has failed: a node can join after the roster only to replace a "
+                                            "failed one"};
+    *node = {hello.role, rank};
+    if (members_->state(*node) != MemberState::kFailed)
+        return {Code::kInvalidArgument, node_name(*node) +
+                                            " is alive: a node can join after the roster only to replace a failed "
+                                            "one"};
+    return Status::ok();
+}
+
+void SchedulerImpl::on_peer_up_ack(Peer &p, const Frame &frame) {
+    PeerUpAckMsg m;
+    if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
+    const NodeId node{m.role, m.rank};
+    const auto &entries = m.role == Role::kWorker ? roster_.workers : roster_.servers;
+    // An ack for an incarnation replaced again since is old news.
+    if (m.rank < 0 || static_cast<size_t>(m.rank) >= entries.size() ||
+        entries[static_cast<size_t>(m.rank)].incarnation != m.incarnation)
+        return;
+    ack_replacements(p.id, node);
+}
+
+void SchedulerImpl::ack_replacements(PeerId acked, std::optional<NodeId> of) {
+    for (auto &[id, p] : peers_) {
+        if (!p.roster_held || p.closed || (of && p.node != *of)) continue;
+        if (p.awaiting_acks.erase(acked)) release_roster(p);
+    }
+}
+
+void SchedulerImpl::release_roster(Peer &p) {
+    if (!p.roster_held || !p.awaiting_acks.empty()) return;
+    p.roster_held = false;
+    // Encoded now, not at admission: it carries replacements admitted meanwhile.
+    p.writer.queue(MessageType::kRoster, encode(RosterMsg{p.node.rank, roster_, true, p.barriers_done}));
 }
 
 void SchedulerImpl::on_barrier(Peer &p, const Frame &frame) {
@@ -422,6 +537,7 @@ void SchedulerImpl::lose(Peer &p, const std::string &reason, std::optional<Statu
             AFMESH_LOG(AFMESH_LOG_DEBUG, "scheduler: %s left after stopping: %s", p.name().c_str(), reason.c_str());
         }
         member_peers_.erase(p.node);
+        ack_replacements(p.id);  // a replacement waits for no ack from a node that is gone
         break;
     }
     if (tell && p.phase != PeerPhase::kClosing) {

@@ -134,6 +134,16 @@ Status Handshake::verify(afmesh_net_conn *conn, const void *data, size_t len, wi
     return decoded;
 }
 
+uint64_t Handshake::incarnation(Role role, int32_t rank) const {
+    const auto &list = role == Role::kWorker ? worker_incarnations_ : server_incarnations_;
+    return list.at(static_cast<size_t>(rank));
+}
+
+void Handshake::replace(Role role, int32_t rank, uint64_t incarnation) {
+    auto &list = role == Role::kWorker ? worker_incarnations_ : server_incarnations_;
+    list.at(static_cast<size_t>(rank)) = incarnation;
+}
+
 std::vector<afmesh_net_conn *> Handshake::take_expired(Clock::time_point now) {
     std::vector<afmesh_net_conn *> expired;
     for (const auto &[conn, p] : pending_)

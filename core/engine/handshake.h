@@ -58,6 +58,10 @@ public:
     Status verify(afmesh_net_conn *conn, const void *data, size_t len, wire::Ident *ident);
 
     // ---- both ----
+    /** The incarnation a connection from or to `rank` of `role` must prove. */
+    uint64_t incarnation(Role role, int32_t rank) const;
+    /** A replacement under `role` and `rank` (PEER_UP): from now on only `incarnation` passes. */
+    void replace(Role role, int32_t rank, uint64_t incarnation);
     /** Whether `conn` is still in its handshake. */
     bool pending(afmesh_net_conn *conn) const { return pending_.count(conn) != 0; }
     size_t pending_count() const { return pending_.size(); }

@@ -12,6 +12,15 @@ void MembershipEvents::peer_down(Role role, int32_t rank, uint64_t incarnation, 
     cv_.notify_all();
 }
 
+void MembershipEvents::peer_up(Role role, int32_t rank, uint64_t incarnation) {
+    {
+        MutexLock lock(&mu_);
+        if (closed_) return;
+        queue_.push_back({MembershipEvent::Type::kPeerUp, role, rank, incarnation, Status::ok()});
+    }
+    cv_.notify_all();
+}
+
 Status MembershipEvents::next(std::chrono::milliseconds timeout, MembershipEvent *out) {
     MutexLock lock(&mu_);
     auto have_one = [this]() AFMESH_REQUIRES(mu_) { return !queue_.empty() || closed_; };

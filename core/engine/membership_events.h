@@ -23,18 +23,20 @@
 namespace afmesh {
 
 struct MembershipEvent {
-    enum class Type { kPeerDown };
+    enum class Type { kPeerDown, kPeerUp };
     Type type = Type::kPeerDown;
     Role role = Role::kWorker;
     int32_t rank = -1;
     uint64_t incarnation = 0;  // 0 for the scheduler
-    Status why;                // PEER_FAILED (failed) or CLOSED (stopped), with the reason
+    Status why;                // PEER_DOWN: PEER_FAILED (failed) or CLOSED (stopped), with the reason; PEER_UP: OK
 };
 
 class MembershipEvents {
 public:
     /** Queues PEER_DOWN for this incarnation, unless it was reported already. */
     void peer_down(Role role, int32_t rank, uint64_t incarnation, const Status &why) AFMESH_EXCLUDES(mu_);
+    /** Queues PEER_UP: a failed peer's replacement, this incarnation, is connected and usable. */
+    void peer_up(Role role, int32_t rank, uint64_t incarnation) AFMESH_EXCLUDES(mu_);
     /**
      * Takes the oldest event, waiting up to `timeout` (negative: no limit).
      * TIMEOUT when none came; CLOSED once closed and drained.

@@ -129,8 +129,11 @@ Status Node::start() {
     }
     if (Status s = start_embedded_scheduler(); !s) return s;
     const auto deadline = Clock::now() + config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS");
-    auto on_down = [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); };
-    if (Status s = ControlClient::connect(control_options(config_), hello, on_down, &control_); !s) return s;
+    MembershipCallbacks membership{
+        [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); },
+        [this](const RosterEntry &entry) { on_peer_up(entry); }};
+    if (Status s = ControlClient::connect(control_options(config_), hello, std::move(membership), &control_); !s)
+        return s;
     const Clock::time_point joined = Clock::now();
 
     set_log_identity(role_name(role_), rank());  // from here on, this node's lines say who wrote them
@@ -161,7 +164,10 @@ Status Node::start() {
     if (Status s = connect_data_plane(deadline); !s) return s;
     const Clock::time_point connected = Clock::now();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    Status released = control_->barrier(BarrierGroup::kAll, std::max(left, std::chrono::milliseconds(1)));
+    // A replacement joins a cluster long past its start-up barrier.
+    Status released = control_->replacement()
+                          ? Status::ok()
+                          : control_->barrier(BarrierGroup::kAll, std::max(left, std::chrono::milliseconds(1)));
     // Beside the scheduler's account of the cluster, this node's: which phase kept it.
     auto ms = [began](Clock::time_point at) {
         return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(at - began).count());
@@ -176,21 +182,8 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
     const Roster &roster = control_->roster();
     if (role_ == Role::kWorker) {
         MutexLock lock(&mu_);
-        for (size_t s = 0; s < roster.servers.size(); ++s) {
-            const RosterEntry &server = roster.servers[s];
-            if (server.transport != transport_->name())
-                return {Code::kInvalidArgument, "server " + std::to_string(s) + " uses transport '" +
-                                                    server.transport + "', this worker '" + transport_->name() +
-                                                    "': set AFMESH_TRANSPORT alike on every node"};
-            afmesh_net_conn *conn = nullptr;
-            take_module_error();
-            if (transport_->net().connect(transport_->ctx(), server.address.data(), server.address.size(), &conn) !=
-                AFMESH_HAL_OK)
-                return {Code::kPeerFailed, "cannot connect to server " + std::to_string(s) + ": " + take_module_error()};
-            links_[conn].peer = static_cast<int32_t>(s);
-            assert_engines_locked();
-            worker_->attach_server(static_cast<int32_t>(s), conn);
-        }
+        for (const RosterEntry &server : roster.servers)
+            if (Status s = dial_server_locked(server); !s) return s;
     }
     {
         MutexLock lock(&mu_);
@@ -207,6 +200,31 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
     }
     MutexLock lock(&mu_);
     return connect_failure_;
+}
+
+Status Node::dial_server_locked(const RosterEntry &server) {
+    const std::string name = "server " + std::to_string(server.rank);
+    if (server.transport != transport_->name())
+        return {Code::kInvalidArgument, name + " uses transport '" + server.transport + "', this worker '" +
+                                            transport_->name() + "': set AFMESH_TRANSPORT alike on every node"};
+    afmesh_net_conn *conn = nullptr;
+    take_module_error();
+    if (transport_->net().connect(transport_->ctx(), server.address.data(), server.address.size(), &conn) !=
+        AFMESH_HAL_OK)
+        return {Code::kPeerFailed, "cannot connect to " + name + ": " + take_module_error()};
+    links_[conn].peer = server.rank;
+    assert_engines_locked();
+    worker_->attach_server(server.rank, conn);
+    return Status::ok();
+}
+
+void Node::peer_connected_locked(int32_t peer) {
+    assert_engines_locked();
+    if (worker_) worker_->server_connected(peer);
+    if (replacing_.erase(peer) == 0) return;
+    const Role role = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    AFMESH_LOG(AFMESH_LOG_INFO, "%s %d is back: its new incarnation passed the handshake", role_name(role), peer);
+    events_.peer_up(role, peer, handshake_->incarnation(role, peer));
 }
 
 // Every accepted connection must complete the handshake within the peer
@@ -316,6 +334,7 @@ void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const 
         if (s) {
             link.trusted = true;
             ++connected_;
+            peer_connected_locked(link.peer);
         }
     } else if (type == wire::Type::kIdent) {
         s = handshake_->challenge(conn, data, len, &reply);
@@ -327,6 +346,7 @@ void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const 
         if (s) {
             link.peer = ident.worker_rank;
             link.trusted = true;
+            peer_connected_locked(link.peer);
         }
     } else {
         s = {Code::kAccess, "its first message was not an IDENT"};
@@ -466,12 +486,9 @@ void Node::fail_peer(int32_t rank, const Status &why) {
 void Node::report_peer_down_locked(int32_t peer, const Status &why) {
     note_handshake_progress_locked();  // a server's start-up waits for every worker attached or failed
     if (stopping_.load()) return;
-    const Roster &roster = control_->roster();
-    const bool worker = role_ == Role::kWorker;
-    const std::vector<RosterEntry> &peers = worker ? roster.servers : roster.workers;
+    const Role role = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
     const Code code = why.code() == Code::kClosed ? Code::kClosed : Code::kPeerFailed;
-    events_.peer_down(worker ? Role::kServer : Role::kWorker, peer, peers[static_cast<size_t>(peer)].incarnation,
-                      {code, why.message()});
+    events_.peer_down(role, peer, handshake_->incarnation(role, peer), {code, why.message()});
 }
 
 void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
@@ -487,6 +504,32 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     if (role != peers) return;
     MutexLock lock(&mu_);
     fail_peer(rank, {Code::kPeerFailed, "declared dead by the scheduler: " + reason});
+}
+
+// A failed peer's replacement was admitted (the scheduler holds its roster
+// until this returns). What is left of the old incarnation goes first: its
+// operations fail, if nothing had failed them yet, and its connections
+// close. Then only the new incarnation passes the handshake: a worker dials
+// the new server, a server waits for the new worker to dial it. The
+// application hears PEER_UP once that handshake completes.
+void Node::on_peer_up(const RosterEntry &entry) {
+    const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    if (entry.role != peers || stopping_.load()) return;
+    MutexLock lock(&mu_);
+    assert_engines_locked();
+    fail_peer(entry.rank, {Code::kPeerFailed, "replaced by a new incarnation"});
+    std::vector<afmesh_net_conn *> old;
+    for (const auto &[conn, link] : links_)
+        if (link.peer == entry.rank) old.push_back(conn);
+    for (afmesh_net_conn *conn : old) close_link_locked(conn);
+    handshake_->replace(entry.role, entry.rank, entry.incarnation);
+    replacing_.insert(entry.rank);
+    if (server_) return server_->replace_worker(entry.rank);
+    worker_->replace_server(entry.rank);
+    if (Status s = dial_server_locked(entry); !s) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "cannot reach the replacement of server %d: %s", entry.rank, s.message().c_str());
+        worker_->fail_server(entry.rank, s);
+    }
 }
 
 // Under a job manager, global rank 0 serves the rendezvous too. It listens

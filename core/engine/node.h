@@ -114,6 +114,11 @@ private:
     void close_link_locked(afmesh_net_conn *conn) AFMESH_REQUIRES(mu_);
     void tick(Clock::time_point now) AFMESH_EXCLUDES(mu_);
     void on_peer_down(Role role, int32_t rank, const std::string &reason) AFMESH_EXCLUDES(mu_);
+    void on_peer_up(const RosterEntry &entry) AFMESH_EXCLUDES(mu_);
+    /** Worker: dials `server` and attaches the connection to the engine; the handshake follows (dispatch). */
+    Status dial_server_locked(const RosterEntry &server) AFMESH_REQUIRES(mu_);
+    /** A peer's handshake completed: a replacement's PEER_UP goes to the application now, when it can be used. */
+    void peer_connected_locked(int32_t peer) AFMESH_REQUIRES(mu_);
     void fail_peer(int32_t rank, const Status &why) AFMESH_REQUIRES(mu_);
     void report_peer_down_locked(int32_t peer, const Status &why) AFMESH_REQUIRES(mu_);
     /**
@@ -155,6 +160,8 @@ private:
     std::unordered_set<afmesh_net_conn *> farewells_ AFMESH_GUARDED_BY(mu_);
     std::atomic<size_t> farewells_left_{0};
     LogLimiter refusal_log_ AFMESH_GUARDED_BY(mu_){std::chrono::seconds(1)};
+    // Peers replaced by a new incarnation (PEER_UP) whose handshake has not completed yet.
+    std::unordered_set<int32_t> replacing_ AFMESH_GUARDED_BY(mu_);
     bool stopped_ = false;  // the caller's thread only (stop())
     std::atomic<bool> stopping_{false};  // stop() has begun: peers failing now are not reported
     MembershipEvents events_;  // filled under mu_ and by the control thread; drained by the application

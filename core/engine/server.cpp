@@ -287,6 +287,7 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
         std::copy(t.shape, t.shape + t.ndim, view.shape);
         request->pushes.emplace_back(t.key, view);
     }
+    request->incarnation = worker.incarnation.load();
     request->pulls = std::move(in.request.pulls);
     request->eager_answers = in.request.eager_answers;
     request->entry = in.entry;
@@ -326,6 +327,25 @@ void ServerEngine::fail_worker(int32_t worker_rank, const Status &why) {
     ctx_.peer_failed(worker_rank, why);
     update_ready_counters();
     ctx_.progress.notify_waiters();
+}
+
+void ServerEngine::replace_worker(int32_t worker_rank) {
+    fail_worker(worker_rank, {Code::kPeerFailed, "replaced by a new incarnation"});
+    Worker &worker = *workers_[worker_rank];
+    for (afmesh_request *r : worker.ready) {
+        for (const auto &[key, view] : r->pushes)
+            if (Slice &slice = worker.slices[key]; slice.readers) --slice.readers;
+        delete r;
+    }
+    worker.ready.clear();
+    worker.outbox.reset();
+    worker.mailbox.reset();
+    worker.worker_mailbox = {};
+    worker.failure_reported = false;
+    worker.failure = Status::ok();
+    worker.incarnation.fetch_add(1);
+    worker.failed.store(false);
+    update_ready_counters();
 }
 
 void ServerEngine::on_write_done(int32_t worker_rank, uint64_t cookie) {
@@ -499,9 +519,21 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
     Status posted = post_response(*request, *worker, tensors, count, buffers, regs, &cookie);
     if (cookie == 0) return posted;
     // Return only once the response buffers may be reused.
-    auto done = [worker, cookie] { return worker->responses_completed.load() >= cookie || worker->failed.load(); };
+    auto done = [worker, cookie, incarnation = request->incarnation] {
+        return worker->responses_completed.load() >= cookie || worker->failed.load() ||
+               worker->incarnation.load() != incarnation;
+    };
     (void)ctx_.progress.wait_until(done, Clock::time_point::max());
     return posted;
+}
+
+Status ServerEngine::still_there(const afmesh_request &request, const Worker &worker) const {
+    if (worker.incarnation.load() != request.incarnation)
+        return {Code::kPeerFailed, worker_name(request.worker) +
+                                       " failed and was replaced since this request came: the new incarnation "
+                                       "did not send it"};
+    if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
+    return Status::ok();
 }
 
 Status ServerEngine::post_response(const afmesh_request &request, Worker &worker, const afmesh_tensor *tensors,
@@ -515,7 +547,7 @@ Status ServerEngine::post_response(const afmesh_request &request, Worker &worker
     for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
     if (eager_answer(request, tensors, count, buffers)) {
         MutexLock lock(&ctx_.mu);
-        if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
+        if (Status s = still_there(request, worker); !s) return s;
         response.eager = true;
         response.eager_data =
             wire::gather_eager(count, [&](size_t i) -> const afmesh_tensor & { return tensors[i]; }, &eager_);
@@ -527,7 +559,7 @@ Status ServerEngine::post_response(const afmesh_request &request, Worker &worker
     for (;;) {
         Status copied = piece.copy(ctx_.staging);
         MutexLock lock(&ctx_.mu);
-        if (worker.failed.load()) return peer_failure(worker_name(request.worker), worker.failure);
+        if (Status s = still_there(request, worker); !s) return s;
         if (!copied) {
             // The worker's push-pull fails; it still gets its slices back.
             response.failed = true;

@@ -38,6 +38,7 @@
 
 struct afmesh_request {
     int32_t worker = -1;
+    uint32_t incarnation = 0;  // the worker's, counted by this server: a replaced worker's requests are not answered
     uint16_t slot = 0, generation = 0;
     std::vector<std::pair<uint64_t, afmesh_tensor>> pushes;
     std::vector<afmesh::wire::PullMeta> pulls;
@@ -81,6 +82,14 @@ public:
     void on_imm(int32_t worker, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
     void on_write_done(int32_t worker, uint64_t cookie) AFMESH_REQUIRES(ctx_.mu);
     void fail_worker(int32_t worker, const Status &why) AFMESH_REQUIRES(ctx_.mu);
+    /**
+     * `worker` has a new incarnation, which will connect: whatever was left
+     * of the old one fails (if nothing had failed it yet) and its requests
+     * not yet handed out are dropped; those handed out are answered with
+     * PEER_FAILED. Its slices stay, advertised again once it attaches, and
+     * get_batch over all workers waits for it again.
+     */
+    void replace_worker(int32_t worker) AFMESH_REQUIRES(ctx_.mu);
     /** Retries work held back by a full send queue; true when none is held back any more. */
     bool flush() AFMESH_REQUIRES(ctx_.mu);
     bool all_workers_attached() const AFMESH_REQUIRES(ctx_.mu);
@@ -108,6 +117,7 @@ private:
         PeerCounters &counters;
         std::unique_ptr<Outbox> outbox;
         std::atomic<bool> failed{false};  // also read by respond() while it waits, without the lock
+        std::atomic<uint32_t> incarnation{0};  // replacements so far; read by respond() while it waits
         bool failure_reported = false;    // by get_batch in ANY mode
         Status failure;
         std::unordered_map<uint64_t, Slice> slices;
@@ -120,6 +130,8 @@ private:
     };
 
     void advertise(int32_t worker, uint64_t key, const Slice &slice) AFMESH_REQUIRES(ctx_.mu);
+    /** OK while `request`'s worker incarnation is alive: PEER_FAILED once it failed or was replaced. */
+    Status still_there(const afmesh_request &request, const Worker &worker) const AFMESH_REQUIRES(ctx_.mu);
     void handle_alloc(int32_t worker, const wire::AllocReq &req) AFMESH_REQUIRES(ctx_.mu);
     /** `entry`: of the mailbox the REQUEST came in, or -1 for a message. */
     void handle_request(int32_t worker, wire::Request &&req, int32_t entry) AFMESH_REQUIRES(ctx_.mu);

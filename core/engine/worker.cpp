@@ -145,6 +145,10 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
     for (Part &p : op.parts) {
         const Server &server = servers_[p.server];
         if (server.failed) return peer_failure("server " + std::to_string(p.server), server.failure);
+        if (server.connecting)
+            return {Code::kPeerFailed, "server " + std::to_string(p.server) +
+                                           ": its new incarnation has not completed the handshake yet (its "
+                                           "PEER_UP event says when it has)"};
         for (size_t a = 0; a < p.pushes.size(); ++a)
             for (size_t b = a + 1; b < p.pushes.size(); ++b)
                 if (op.pushes[p.pushes[a]].key == op.pushes[p.pushes[b]].key)
@@ -434,7 +438,7 @@ void WorkerEngine::on_carrier(int32_t server_rank, uint32_t value) {
 void WorkerEngine::on_response(int32_t server_rank, const wire::Response &response, int32_t entry) {
     Op &op = ops_[response.slot % kMaxOpsInFlight];
     auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
-    if (!op.in_use || generation_of(op.sequence) != response.generation || part == op.parts.end() ||
+    if (!op.in_use || generation_of(op.sequence) != response.generation || part == op.parts.end() || part->lost ||
         !part->request_sent || part->response_arrived || response.pull_bytes.size() != part->pulls.size())
         return protocol_error(server_rank, "RESPONSE for no request in flight");
     if (part->imms > response.pull_writes || (part->aborted && response.pull_writes > 0))
@@ -483,7 +487,7 @@ void WorkerEngine::on_imm(int32_t server_rank, uint32_t value) {
     Op &op = ops_[imm::slot(value) % kMaxOpsInFlight];
     auto part = std::find_if(op.parts.begin(), op.parts.end(), [&](const Part &p) { return p.server == server_rank; });
     if (imm::direction(value) != imm::Direction::kResponse || !op.in_use ||
-        generation_of(op.sequence) != imm::generation(value) || part == op.parts.end() ||
+        generation_of(op.sequence) != imm::generation(value) || part == op.parts.end() || part->lost ||
         part->imms >= part->answers_expected())
         return protocol_error(server_rank, "unexpected immediate " + std::to_string(value));
     ++part->imms;
@@ -508,7 +512,7 @@ void WorkerEngine::finish_if_settled(uint16_t slot) {
     Op &op = ops_[slot];
     if (op.state.load() != kPending) return;
     for (const Part &part : op.parts) {
-        if (part.done || servers_[part.server].failed) continue;
+        if (part.done || part.lost) continue;
         // Posted: the server owes an answer (and may still write into the
         // pull buffers). Not posted: it still will be, unless the op failed.
         if (part.request_sent || op.error.is_ok()) return;
@@ -565,7 +569,7 @@ void WorkerEngine::count_outcome(const Op &op) {
     if (op.error.is_ok()) counters.latency.record(monotonic_ns() - op.issued_ns);
     for (const Part &part : op.parts) {
         const bool answered = part.done && !part.answer_failed;
-        outcome(counters.peer(part.server).push_pulls, answered, !part.done && servers_[part.server].failed).add();
+        outcome(counters.peer(part.server).push_pulls, answered, part.lost).add();
     }
 }
 
@@ -585,11 +589,21 @@ void WorkerEngine::fail_server(int32_t server_rank, const Status &why) {
     ctx_.peer_failed(server_rank, why);
     Status status = peer_failure("server " + std::to_string(server_rank), why);
     for (size_t slot = 0; slot < ops_.size(); ++slot) {
-        const Op &op = ops_[slot];
-        if (!op.in_use || op.state.load() != kPending) continue;
-        for (const Part &part : op.parts)
-            if (part.server == server_rank && !part.done) fail_op(static_cast<uint16_t>(slot), status);
+        Op &op = ops_[slot];
+        if (!op.in_use) continue;
+        bool affected = false;
+        for (Part &part : op.parts) {
+            if (part.server != server_rank || part.done) continue;
+            part.lost = true;
+            affected = true;
+        }
+        if (affected && op.state.load() == kPending) fail_op(static_cast<uint16_t>(slot), status);
     }
+}
+
+void WorkerEngine::replace_server(int32_t server_rank) {
+    fail_server(server_rank, {Code::kPeerFailed, "replaced by a new incarnation"});
+    servers_[server_rank] = Server{};
 }
 
 bool WorkerEngine::flush() {

@@ -81,11 +81,20 @@ public:
 
     // Called by the node, with ctx.mu held.
     void attach_server(int32_t server, afmesh_net_conn *conn) AFMESH_REQUIRES(ctx_.mu);
+    /** The handshake with `server` has completed: push-pulls may use it. */
+    void server_connected(int32_t server) AFMESH_REQUIRES(ctx_.mu) { servers_[server].connecting = false; }
     /** This worker's mailbox for `server`'s RESPONSEs, for the IDENT (entries 0: none). */
     wire::MailboxAddress mailbox_for(int32_t server) const AFMESH_REQUIRES(ctx_.mu);
     void on_message(int32_t server, const void *data, size_t len) AFMESH_REQUIRES(ctx_.mu);
     void on_imm(int32_t server, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
     void fail_server(int32_t server, const Status &why) AFMESH_REQUIRES(ctx_.mu);
+    /**
+     * `server` has a new incarnation: whatever was left of the old one fails
+     * (if nothing had failed it yet) and is forgotten (its slices, mailbox
+     * and parked work). Push-pulls to it resume once the node has attached
+     * a connection to the new one and its handshake has completed.
+     */
+    void replace_server(int32_t server) AFMESH_REQUIRES(ctx_.mu);
     /** Retries work held back by a full send queue; true when none is held back any more. */
     bool flush() AFMESH_REQUIRES(ctx_.mu);
 
@@ -134,6 +143,7 @@ private:
         bool eager_answers = false;  // the REQUEST offers to take the answers inside the RESPONSE
         bool request_sent = false, aborted = false, response_arrived = false, done = false;
         bool answer_failed = false;  // the RESPONSE said the server could not send its whole answer
+        bool lost = false;           // its server failed before answering: nothing of it is accepted any more
         uint32_t imms = 0;
         afmesh_trace trace{};
         uint32_t answer_writes = 0;       // announced by the RESPONSE
@@ -175,6 +185,7 @@ private:
     };
     struct Server {
         std::unique_ptr<Outbox> outbox;
+        bool connecting = true;  // dialled, its handshake not complete: no push-pull may use it yet
         bool failed = false;
         Status failure;
         std::unordered_map<uint64_t, RemoteSlice> slices;

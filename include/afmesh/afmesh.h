@@ -442,6 +442,12 @@ typedef enum afmesh_event_type {
      * scheduler (role SCHEDULER): it is gone, and the data plane carries on.
      */
     AFMESH_EVENT_PEER_DOWN = 1,
+    /**
+     * A failed peer's replacement (same role and rank, a new incarnation)
+     * has joined and completed its handshake with this node: operations
+     * involving that rank work again. status is AFMESH_OK, reason empty.
+     */
+    AFMESH_EVENT_PEER_UP = 2,
 } afmesh_event_type;
 
 /** Longest reason afmesh_event carries, with its terminating NUL. */
@@ -453,7 +459,7 @@ typedef struct afmesh_event {
     afmesh_role role;      /**< the peer's: a server for a worker, a worker for a server, or the scheduler */
     int32_t rank;          /**< the peer's rank in its role; -1 for the scheduler */
     uint64_t incarnation;  /**< which process held that rank (random, never 0); 0 for the scheduler */
-    afmesh_status status;  /**< PEER_DOWN: AFMESH_ERR_CLOSED for a peer that stopped, else AFMESH_ERR_PEER_FAILED */
+    afmesh_status status;  /**< PEER_DOWN: AFMESH_ERR_CLOSED for a peer that stopped, else AFMESH_ERR_PEER_FAILED; PEER_UP: AFMESH_OK */
     char reason[AFMESH_EVENT_REASON_BYTES]; /**< why, as the failed operations say; cut to fit */
 } afmesh_event;
 
@@ -461,7 +467,8 @@ typedef struct afmesh_event {
  * Takes the oldest membership event not taken yet, waiting up to
  * `timeout_ms` for one (0: do not wait; negative: no limit). A peer's
  * PEER_DOWN comes once per incarnation, however its failure was found (the
- * scheduler, a broken connection, silence, its goodbye); nothing is
+ * scheduler, a broken connection, silence, its goodbye), and PEER_UP once
+ * for each replacement this node has connected to; nothing is
  * reported about peers once this node has begun to stop. TIMEOUT when none
  * came; CLOSED once the node is stopping and every event has been taken.
  * Worker and server nodes only; safe from any thread.

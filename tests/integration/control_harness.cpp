@@ -34,22 +34,28 @@ std::unique_ptr<Scheduler> start_scheduler(const ControlOptions &options, const 
     return scheduler;
 }
 
-ControlClient::PeerDownCallback PeerDownLog::callback(std::string observer) {
-    return [this, observer](Role role, int32_t rank, const std::string &reason) {
+MembershipCallbacks MembershipLog::callbacks(std::string observer) {
+    auto record = [this](Notice notice) {
         {
             std::lock_guard lock(mu_);
-            notices_.push_back({observer, role, rank, reason});
+            notices_.push_back(std::move(notice));
         }
         cv_.notify_all();
     };
+    return {[observer, record](Role role, int32_t rank, const std::string &reason) {
+                record({observer, role, rank, reason});
+            },
+            [observer, record](const RosterEntry &entry) {
+                record({observer, entry.role, entry.rank, "", true, entry.incarnation});
+            }};
 }
 
-bool PeerDownLog::wait_for_count(size_t count, milliseconds timeout) {
+bool MembershipLog::wait_for_count(size_t count, milliseconds timeout) {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return notices_.size() >= count; });
 }
 
-std::vector<PeerDownLog::Notice> PeerDownLog::notices() const {
+std::vector<MembershipLog::Notice> MembershipLog::notices() const {
     std::lock_guard lock(mu_);
     return notices_;
 }
@@ -73,8 +79,8 @@ size_t Joiner::start(const NodeSpec &spec) {
     if (spec.auth_token) options.auth_token = *spec.auth_token;
     if (spec.num_workers) options.num_workers = *spec.num_workers;
     Hello hello{spec.role, spec.requested_rank, "tcp", address_of(index), "cpu"};
-    auto callback = log_ ? log_->callback(std::string(role_name(spec.role)) + " node " + std::to_string(index))
-                         : ControlClient::PeerDownCallback{};
+    auto callback = log_ ? log_->callbacks(std::string(role_name(spec.role)) + " node " + std::to_string(index))
+                         : MembershipCallbacks{};
     node->thread = std::thread([this, node, index, options, hello, callback] {
         node->status = ControlClient::connect(options, hello, callback, &node->client);
         {
@@ -107,7 +113,7 @@ std::optional<size_t> Joiner::next_done(milliseconds timeout) {
     return done_[done_taken_++];
 }
 
-std::vector<std::unique_ptr<ControlClient>> join_cluster(const ControlOptions &options, PeerDownLog *log) {
+std::vector<std::unique_ptr<ControlClient>> join_cluster(const ControlOptions &options, MembershipLog *log) {
     Joiner joiner(options, log);
     for (int32_t i = 0; i < options.num_workers; ++i) joiner.start({Role::kWorker});
     for (int32_t i = 0; i < options.num_servers; ++i) joiner.start({Role::kServer});

@@ -33,17 +33,19 @@ ControlOptions test_options(int32_t num_workers, int32_t num_servers);
 /** Starts a scheduler on 127.0.0.1 with a free port; fails the test if it cannot. */
 std::unique_ptr<Scheduler> start_scheduler(const ControlOptions &options, const std::string &listen = "127.0.0.1:0");
 
-/** Records PeerDownCallback notices from any number of clients. */
-class PeerDownLog {
+/** Records the membership notices (MembershipCallbacks) of any number of clients. */
+class MembershipLog {
 public:
     struct Notice {
         std::string observer;  // which client saw it
         Role role;
         int32_t rank;
-        std::string reason;
+        std::string reason;        // PEER_DOWN's
+        bool up = false;           // a PEER_UP: a replacement was admitted,
+        uint64_t incarnation = 0;  // with this incarnation
     };
 
-    ControlClient::PeerDownCallback callback(std::string observer);
+    MembershipCallbacks callbacks(std::string observer);
     /** Waits until at least `count` notices arrived; false at the deadline. */
     bool wait_for_count(size_t count, milliseconds timeout);
     std::vector<Notice> notices() const;
@@ -82,7 +84,7 @@ std::vector<uint8_t> address_of(size_t index);
  */
 class Joiner {
 public:
-    Joiner(ControlOptions options, PeerDownLog *log = nullptr) : options_(std::move(options)), log_(log) {}
+    Joiner(ControlOptions options, MembershipLog *log = nullptr) : options_(std::move(options)), log_(log) {}
     ~Joiner();
 
     /** Starts one node; returns its index. */
@@ -103,7 +105,7 @@ private:
     void wait(size_t index);
 
     const ControlOptions options_;
-    PeerDownLog *log_;
+    MembershipLog *log_;
     std::vector<std::unique_ptr<Node>> nodes_;
     std::mutex mu_;
     std::condition_variable cv_;
@@ -112,7 +114,7 @@ private:
 };
 
 /** Joins `workers` workers and `servers` servers (any rank) and expects every one to succeed. */
-std::vector<std::unique_ptr<ControlClient>> join_cluster(const ControlOptions &options, PeerDownLog *log = nullptr);
+std::vector<std::unique_ptr<ControlClient>> join_cluster(const ControlOptions &options, MembershipLog *log = nullptr);
 
 /** Calls fn(client) for every non-null client on its own thread, returns the statuses in order. */
 std::vector<Status> on_each(const std::vector<ControlClient *> &clients,

@@ -305,7 +305,7 @@ TEST(ControlPlane, StopWithADeadNodeReturnsAndNamesIt) {
     auto scheduler = start_scheduler(options);
     ASSERT_TRUE(scheduler);
     options.scheduler = scheduler->address();
-    PeerDownLog log;
+    MembershipLog log;
     auto clients = join_cluster(options, &log);
     ASSERT_EQ(pointers(clients).size(), 4u);
     // join_cluster lists workers first, so the servers are the last two.
@@ -363,7 +363,7 @@ TEST(ControlPlane, ASilentNodeIsDeclaredDeadAndReportedToTheOthers) {
     ASSERT_TRUE(scheduler);
     options.scheduler = scheduler->address();
 
-    PeerDownLog log;
+    MembershipLog log;
     Joiner joiner(options, &log);
     joiner.start({Role::kWorker});
     joiner.start({Role::kWorker});
@@ -404,7 +404,7 @@ TEST(ControlPlane, LosingTheSchedulerIsReportedToEveryClient) {
     auto scheduler = start_scheduler(options);
     ASSERT_TRUE(scheduler);
     options.scheduler = scheduler->address();
-    PeerDownLog log;
+    MembershipLog log;
     auto clients = join_cluster(options, &log);
     ASSERT_EQ(pointers(clients).size(), 2u);
 
@@ -517,6 +517,51 @@ TEST(ControlPlane, WorksOverIpv6Loopback) {
     for (const Status &stopped : on_each(pointers(clients), [](ControlClient &c) { return c.stop(10s); })) {
         EXPECT_TRUE(stopped) << stopped.to_string();
     }
+}
+
+// A failed node's place is taken by a new process under the same role and
+// rank: the survivors hear PEER_UP with its new incarnation, barriers line up
+// with it, and the cluster stops cleanly. A node that replaces nobody alive
+// is refused.
+TEST(ControlPlane, AFailedNodeIsReplacedUnderItsRank) {
+    ControlOptions options = test_options(2, 1);
+    auto scheduler = start_scheduler(options);
+    ASSERT_TRUE(scheduler);
+    options.scheduler = scheduler->address();
+    MembershipLog log;
+    auto clients = join_cluster(options, &log);
+    ASSERT_EQ(pointers(clients).size(), 3u);
+    const int32_t dead_rank = clients[1]->rank();  // workers come first
+    const uint64_t old_incarnation = clients[0]->roster().workers.at(static_cast<size_t>(dead_rank)).incarnation;
+    clients[1].reset();  // abrupt: no stop()
+    ASSERT_TRUE(log.wait_for_count(2, 20s)) << "PEER_DOWN did not reach both survivors";
+
+    std::unique_ptr<ControlClient> intruder;
+    Status refused = ControlClient::connect(options, hello_as(Role::kServer, 0), {}, &intruder);
+    EXPECT_EQ(refused.code(), Code::kInvalidArgument) << refused.to_string();
+    EXPECT_TRUE(contains(refused.message(), "server 0 is alive")) << refused.to_string();
+
+    Status joined = ControlClient::connect(options, hello_as(Role::kWorker, dead_rank), log.callbacks("replacement"),
+                                           &clients[1]);
+    ASSERT_TRUE(joined) << joined.to_string();
+    EXPECT_TRUE(clients[1]->replacement());
+    EXPECT_FALSE(clients[0]->replacement());
+    const uint64_t new_incarnation = clients[1]->roster().workers.at(static_cast<size_t>(dead_rank)).incarnation;
+    EXPECT_NE(new_incarnation, old_incarnation);
+    ASSERT_TRUE(log.wait_for_count(4, 20s)) << "PEER_UP did not reach both survivors";
+    for (const auto &notice : log.notices()) {
+        if (!notice.up) continue;
+        EXPECT_EQ(notice.role, Role::kWorker) << notice.observer;
+        EXPECT_EQ(notice.rank, dead_rank) << notice.observer;
+        EXPECT_EQ(notice.incarnation, new_incarnation) << notice.observer;
+    }
+
+    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.barrier(BarrierGroup::kAll, 20s); }))
+        EXPECT_TRUE(s) << s.to_string();
+    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.stop(20s); }))
+        EXPECT_TRUE(s) << s.to_string();
+    Status done = scheduler->wait(20s);
+    EXPECT_TRUE(done) << done.to_string();
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ std::vector<Sample> samples() {
         {"BARRIER_DONE", encode(BarrierDoneMsg{BarrierGroup::kAll, 7, {Code::kPeerFailed, "server 0 failed"}}),
          decode_as<BarrierDoneMsg>},
         {"PEER_DOWN", encode(PeerDownMsg{Role::kWorker, 5, "no heartbeat for 5000 ms"}), decode_as<PeerDownMsg>},
+        {"PEER_UP", encode(PeerUpMsg{sample_roster().workers.at(1)}), decode_as<PeerUpMsg>},
+        {"PEER_UP_ACK", encode(PeerUpAckMsg{Role::kServer, 0, 77}), decode_as<PeerUpAckMsg>},
+        {"ROSTER (replacement)", encode(RosterMsg{0, sample_roster(), true, {3, 0, 9}}), decode_as<RosterMsg>},
         {"STOP_DONE", encode(StopDoneMsg{Status::ok()}), decode_as<StopDoneMsg>},
     };
 }
@@ -70,6 +73,21 @@ TEST(ControlWire, MessagesRoundTrip) {
     EXPECT_EQ(roster_back.roster.servers.at(0).incarnation, 0xfedcba9876543210u);
     EXPECT_EQ(roster_back.roster.workers.at(1).incarnation, 12u);
     EXPECT_EQ(roster_back.roster.cluster_key, sample_roster().cluster_key);
+    EXPECT_FALSE(roster_back.replacement);
+
+    RosterMsg replacement_back;
+    ASSERT_TRUE(decode(encode(RosterMsg{1, sample_roster(), true, {3, 0, 9}}), &replacement_back));
+    EXPECT_TRUE(replacement_back.replacement);
+    EXPECT_EQ(replacement_back.barriers_done, (std::array<uint64_t, 3>{3, 0, 9}));
+    std::vector<uint8_t> bad_flag = encode(RosterMsg{1, sample_roster(), true, {}});
+    bad_flag.at(4) = 2;  // the replacement flag follows your_rank
+    EXPECT_EQ(decode_as<RosterMsg>(bad_flag).code(), Code::kInvalidArgument);
+
+    PeerUpMsg up_back;
+    ASSERT_TRUE(decode(encode(PeerUpMsg{sample_roster().servers.at(0)}), &up_back));
+    EXPECT_EQ(up_back.entry.role, Role::kServer);
+    EXPECT_EQ(up_back.entry.address, (std::vector<uint8_t>{9, 9, 9}));
+    EXPECT_EQ(up_back.entry.incarnation, 0xfedcba9876543210u);
 
     BarrierDoneMsg done_back;
     ASSERT_TRUE(decode(encode(BarrierDoneMsg{BarrierGroup::kAll, 7, {Code::kPeerFailed, "gone"}}), &done_back));
@@ -121,8 +139,9 @@ TEST(ControlWire, OutOfRangeFieldsAreRefusedByName) {
 TEST(ControlWire, ARosterThatLiesAboutItsSizeOrOrderIsRefused) {
     std::vector<uint8_t> roster = encode(RosterMsg{0, sample_roster()});
     std::vector<uint8_t> lying = roster;
-    // The worker count (u32 after your_rank and the key), little-endian high byte: ~2 billion entries.
-    lying[4 + crypto::kKeyBytes + 3] = 0x7f;
+    // The worker count (u32 after your_rank, the replacement flag, three barrier numbers and the
+    // key), little-endian high byte: ~2 billion entries.
+    lying[4 + 1 + 3 * 8 + crypto::kKeyBytes + 3] = 0x7f;
     RosterMsg m;
     Status s = decode(lying, &m);
     EXPECT_NE(s.message().find("cannot hold them"), std::string::npos) << s.to_string();

@@ -145,6 +145,7 @@ class afmesh_counter(C.Structure):
 
 # afmesh_event_type
 EVENT_PEER_DOWN = 1
+EVENT_PEER_UP = 2
 EVENT_REASON_BYTES = 256
 
 

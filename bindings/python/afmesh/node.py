@@ -51,11 +51,13 @@ _PEER_ROLE_NAMES = {**_ROLE_NAMES, _capi.ROLE_SCHEDULER: "scheduler"}
 class MembershipEvent(collections.namedtuple("MembershipEvent", "type role rank incarnation error")):
     """A change in the cluster's membership (:meth:`Node.next_event`).
 
-    type: 'peer_down'. role: 'worker', 'server' or 'scheduler'. rank: the
-    peer's rank in its role (-1 for the scheduler). incarnation: which process
-    held that rank (0 for the scheduler). error: what its failed operations
-    raised, :class:`afmesh.Closed` for a peer that stopped and
-    :class:`afmesh.PeerFailed` otherwise, with the reason as its message.
+    type: 'peer_down', or 'peer_up' when a failed peer's replacement has
+    connected. role: 'worker', 'server' or 'scheduler'. rank: the peer's rank
+    in its role (-1 for the scheduler). incarnation: which process holds or
+    held that rank (0 for the scheduler). error: for 'peer_down', what its
+    failed operations raised, :class:`afmesh.Closed` for a peer that stopped
+    and :class:`afmesh.PeerFailed` otherwise, with the reason as its message;
+    None for 'peer_up'.
     """
 
 
@@ -292,9 +294,11 @@ class Node(_Member):
         except errors.Timeout:
             return None
         errors.check(status)
+        role = _PEER_ROLE_NAMES[event.role]
+        if event.type == _capi.EVENT_PEER_UP:
+            return MembershipEvent("peer_up", role, event.rank, event.incarnation, None)
         reason = event.reason.decode(errors="replace")
-        return MembershipEvent("peer_down", _PEER_ROLE_NAMES[event.role], event.rank, event.incarnation,
-                               errors.error_for(event.status, reason))
+        return MembershipEvent("peer_down", role, event.rank, event.incarnation, errors.error_for(event.status, reason))
 
     def _read_stats(self, get):
         """{field: value} filled in by get(ptr, stats)."""
