@@ -25,6 +25,8 @@ packages=(
   python3-prometheus-client python3-jsonschema python3-matplotlib
   # the Kubernetes example's check reads its YAML
   python3-yaml
+  # tools/peers/afmesh-peers: UCX's ping-pong (ucx_perftest) beside afmesh bench and fi_pingpong
+  ucx-utils
 )
 
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
