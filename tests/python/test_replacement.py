@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A failed server is replaced under its rank while the rest of the cluster runs on.
+"""A failed node is replaced under its rank while the rest of the cluster runs on.
 
-The worker, server 0 and the scheduler live in this process; server 1 is a
-child process, SIGKILLed mid-run and started again under the same rank. The
-worker sees PEER_DOWN for the old incarnation, PEER_UP for the new one, and
-then push-pulls to server 1 again, every answer checked.
+The scheduler and the surviving nodes live in this process; the node that
+fails is a child process (replaceable_node.py), SIGKILLed mid-run and started
+again under the same rank. The survivors see PEER_DOWN for the old
+incarnation, PEER_UP for the new one, and then exchange with it again, every
+answer checked.
 """
 
 import concurrent.futures
@@ -24,9 +25,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SETTINGS = {"AFMESH_NUM_WORKERS": 1, "AFMESH_NUM_SERVERS": 2}
 
 
-def start_server_1(address):
-    """server 1 in a child process, its output in a file (a pipe nobody reads could fill up)."""
-    argv = [sys.executable, os.path.join(HERE, "replaceable_server.py"), address, "1", "1", "2"]
+def start_node(*args):
+    """replaceable_node.py ARGS in a child process, its output in a file (a pipe nobody reads could fill up)."""
+    argv = [sys.executable, os.path.join(HERE, "replaceable_node.py"), *map(str, args)]
     output = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT)
     proc.output = output
@@ -57,8 +58,8 @@ def exchange(worker, server, value):
     return answer
 
 
-def next_event(worker):
-    event = worker.next_event(timeout=DEADLINE_S)
+def next_event(node):
+    event = node.next_event(timeout=DEADLINE_S)
     assert event is not None, "no membership event within the deadline"
     return event
 
@@ -75,7 +76,7 @@ def children():
 
 def test_a_killed_server_is_replaced_and_push_pulls_resume(children):
     address = free_address()
-    children.append(start_server_1(address))
+    children.append(start_node("server", address, 1, 1, 2))
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         scheduler_f = pool.submit(afmesh.Scheduler, address, SETTINGS)
         server_f = pool.submit(afmesh.Server, address, {**SETTINGS, "AFMESH_RANK": 0})
@@ -95,7 +96,7 @@ def test_a_killed_server_is_replaced_and_push_pulls_resume(children):
             exchange(worker, 1, 3)
         assert (exchange(worker, 0, 4) == 1004).all(), "server 0 carries on"
 
-        children.append(start_server_1(address))
+        children.append(start_node("server", address, 1, 1, 2))
         up = next_event(worker)
         assert (up.type, up.role, up.rank, up.error) == ("peer_up", "server", 1, None), up
         assert up.incarnation not in (0, down.incarnation), "a new incarnation"
@@ -108,4 +109,50 @@ def test_a_killed_server_is_replaced_and_push_pulls_resume(children):
         for f in [pool.submit(n.close) for n in (worker, server0, scheduler)]:
             f.result(DEADLINE_S)
         serving0.result(DEADLINE_S)
+        assert children[1].wait(DEADLINE_S) == 0, output_of(children[1])
+
+
+def test_a_killed_worker_is_replaced_and_batches_over_all_workers_resume(children):
+    address = free_address()
+    settings = {"AFMESH_NUM_WORKERS": 2, "AFMESH_NUM_SERVERS": 1}
+    children.append(start_node("worker", address, 1, 2, 1, -1))  # one exchange, then waits to be killed
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        scheduler_f = pool.submit(afmesh.Scheduler, address, settings)
+        server_f = pool.submit(afmesh.Server, address, {**settings, "AFMESH_RANK": 0})
+        worker_f = pool.submit(afmesh.Worker, address, {**settings, "AFMESH_RANK": 0})
+        scheduler, server, worker = (f.result(DEADLINE_S) for f in (scheduler_f, server_f, worker_f))
+
+        def exchange_round(value):
+            """worker 0 and worker 1 each push once; one batch over all workers answers both."""
+            out = np.zeros(2, np.float32)
+            push = np.array([0, value], np.float32)
+            handle = worker.push_pull(push=[afmesh.Push(0, push, servers=[0])], pull=[afmesh.Pull(1, out, server=0)])
+            batch = server.get_batch("all", timeout=DEADLINE_S)
+            assert sorted(r.worker for r in batch) == [0, 1]
+            for r in batch:
+                r.respond([r.tensors[0].numpy() + 1000])
+            (answer,) = handle.wait(timeout=DEADLINE_S)
+            assert (answer == push + 1000).all(), answer
+
+        exchange_round(0)
+        children[0].send_signal(signal.SIGKILL)
+        children[0].wait()
+        down = next_event(server)
+        assert (down.type, down.role, down.rank) == ("peer_down", "worker", 1), down
+        with pytest.raises(afmesh.PeerFailed, match="worker 1"):
+            server.get_batch("all", timeout=DEADLINE_S)
+
+        children.append(start_node("worker", address, 1, 2, 1, 3))  # three exchanges, then stops
+        up = next_event(server)
+        assert (up.type, up.role, up.rank, up.error) == ("peer_up", "worker", 1, None), up
+        assert up.incarnation not in (0, down.incarnation), "a new incarnation"
+        for value in range(1, 4):
+            exchange_round(value)
+        # The replacement stops after its three exchanges: that may already have been heard.
+        later = server.next_event(timeout=0)
+        assert later is None or (later.type, later.rank, later.incarnation) == ("peer_down", 1, up.incarnation), later
+        assert later is None or isinstance(later.error, afmesh.Closed), later
+
+        for f in [pool.submit(n.close) for n in (worker, server, scheduler)]:
+            f.result(DEADLINE_S)
         assert children[1].wait(DEADLINE_S) == 0, output_of(children[1])
