@@ -183,6 +183,13 @@ afmesh_status afmesh_node_info(const afmesh_node *node, afmesh_role *role, int32
     return finish(Status::ok());
 }
 
+afmesh_status afmesh_node_is_replacement(const afmesh_node *node, int *replacement) {
+    auto *n = dynamic_cast<const afmesh::Node *>(node);
+    if (!n || !replacement) return invalid("need a worker or server node and somewhere to say whether it is a replacement");
+    *replacement = n->replacement() ? 1 : 0;
+    return finish(Status::ok());
+}
+
 afmesh_status afmesh_node_modules(const afmesh_node *node, const char **device, const char **transport) {
     auto *n = dynamic_cast<const afmesh::Node *>(node);
     if (!n) return invalid("not a worker or server node");

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct RunOptions {
     std::string scheduler = "127.0.0.1:0";
     std::string only = "all";  // all | servers (with the scheduler) | workers
     int timeout_s = 0;         // 0: none
+    int restarts = 0;          // times a failed worker or server is started again
     bool timing = false;       // report how long the processes took to start, and the scheduler's phases
     std::vector<std::string> program;
 };
@@ -162,8 +164,21 @@ int run(RunOptions &o) {
                 spawned, std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count());
     auto deadline = o.timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s)
                                     : std::chrono::steady_clock::time_point::max();
-    Status result =
-        started ? group.wait_all(deadline, true, stop_fd) : Status(Code::kError, "not every process started");
+    // A failed worker or server is started again under its rank; the
+    // scheduler admits it in the failed node's place. Not the scheduler:
+    // the roster lives there.
+    std::map<std::string, int> restarted;
+    auto restart = [&](size_t index, const ChildExit &exit) {
+        if (exit.name == "scheduler" || restarted[exit.name] >= o.restarts) return false;
+        const int n = ++restarted[exit.name];
+        fprintf(stderr, "afmesh run: %s; starting it again under its rank (restart %d of %d)\n",
+                describe(exit).c_str(), n, o.restarts);
+        Status s = group.respawn(index);
+        if (!s) fprintf(stderr, "afmesh run: %s\n", s.message().c_str());
+        return s.is_ok();
+    };
+    Status result = started ? group.wait_all(deadline, true, stop_fd, restart)
+                            : Status(Code::kError, "not every process started");
     // CLOSED: a stop signal came before the cluster ended by itself.
     if (int sig = result.code() == Code::kClosed ? take_stop_signal(stop_fd) : 0) {
         group.stop(sig, kStopGrace);
@@ -197,6 +212,10 @@ Runner define_run(CLI::App &command) {
                      "joined, when the roster went out and when every node was connected to its peers");
     cli::add_count(command, "--timeout", o->timeout_s, "stop everything after this many seconds (exit 1); 0: never")
         ->type_name("SECONDS");
+    cli::add_count(command, "--restart", o->restarts,
+                   "start a worker or server that fails again under its rank, up to N times each; the scheduler "
+                   "admits it in the failed node's place (0: a failure stops the cluster)")
+        ->type_name("N");
     command.add_option("program", o->program, "the program each node runs, and its arguments (after --)")
         ->required()
         ->type_name("-- PROGRAM [ARGS...]");
@@ -205,7 +224,8 @@ Runner define_run(CLI::App &command) {
         "running PROGRAM with AFMESH_ROLE, AFMESH_RANK, AFMESH_SCHEDULER,\n"
         "AFMESH_NUM_WORKERS and AFMESH_NUM_SERVERS set, and relays their output\n"
         "prefixed with their role. If one fails the others are stopped and the exit\n"
-        "status is 1, naming the one that failed. PROGRAM 'afmesh' means this program:\n"
+        "status is 1, naming the one that failed (with --restart N, a worker or server\n"
+        "is first started again, up to N times). PROGRAM 'afmesh' means this program:\n"
         "  afmesh run --workers 2 --servers 2 -- afmesh bench");
     return [o]() { return run(*o); };
 }

@@ -62,6 +62,8 @@ public:
     const std::string &device_name() const { return device_->name(); }
     const std::string &transport_name() const { return transport_->name(); }
     int32_t rank() const { return control_->rank(); }
+    /** This node took a failed node's place in a running cluster. */
+    bool replacement() const { return control_->replacement(); }
     int32_t num_workers() const { return static_cast<int32_t>(control_->roster().workers.size()); }
     int32_t num_servers() const { return static_cast<int32_t>(control_->roster().servers.size()); }
 

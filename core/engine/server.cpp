@@ -2,8 +2,9 @@
 #include "server.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cstring>
+#include <numeric>
+#include <utility>
 
 #include "clock.h"
 #include "imm.h"
@@ -120,6 +121,20 @@ Status ServerEngine::register_recv_buffer(void *ptr, uint64_t bytes, uint32_t ki
     return Status::ok();
 }
 
+void ServerEngine::begin_serving() {
+    if (serving_) return;
+    serving_ = true;
+    for (const HeldAlloc &held : std::exchange(held_allocs_, {})) {
+        Worker &worker = *workers_[held.worker];
+        if (worker.failed.load() || worker.incarnation.load() != held.incarnation) continue;
+        // A slice a request already reads was advertised while this waited (a
+        // buffer registered meanwhile): the worker has it, and wrote into it.
+        if (auto it = worker.slices.find(held.req.key); it != worker.slices.end() && it->second.readers > 0) continue;
+        handle_alloc(held.worker, held.req);
+    }
+    (void)flush();
+}
+
 void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) {
     Worker &worker = *workers_[worker_rank];
     Slice &slice = worker.slices[req.key];
@@ -219,6 +234,7 @@ void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len)
     case wire::Type::kAllocReq: {
         wire::AllocReq req;
         if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
+        if (!serving_) return held_allocs_.push_back({worker_rank, workers_[worker_rank]->incarnation.load(), req});
         return handle_alloc(worker_rank, req);
     }
     default:
@@ -382,6 +398,10 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
                                             std::to_string(num_workers_) + " workers"};
     if (capacity == 0) return {Code::kInvalidArgument, "capacity 0"};
     *count = 0;
+    {
+        MutexLock lock(&ctx_.mu);
+        begin_serving();
+    }
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
     Status waited = ctx_.progress.wait_until([&] { return batch_ready(mode); }, deadline);
     if (waited.code() == Code::kTimeout)

@@ -133,6 +133,8 @@ private:
     /** OK while `request`'s worker incarnation is alive: PEER_FAILED once it failed or was replaced. */
     Status still_there(const afmesh_request &request, const Worker &worker) const AFMESH_REQUIRES(ctx_.mu);
     void handle_alloc(int32_t worker, const wire::AllocReq &req) AFMESH_REQUIRES(ctx_.mu);
+    /** The application's first get_batch: answers the ALLOC_REQs held until then. */
+    void begin_serving() AFMESH_REQUIRES(ctx_.mu);
     /** `entry`: of the mailbox the REQUEST came in, or -1 for a message. */
     void handle_request(int32_t worker, wire::Request &&req, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
     /** A carrier immediate: the REQUEST it put into this server's mailbox. */
@@ -192,6 +194,18 @@ private:
     // atomics without the lock, and post_response the rest under it again.
     std::vector<std::unique_ptr<Worker>> workers_ AFMESH_GUARDED_BY(ctx_.mu);
     std::unordered_set<afmesh_request *> handed_out_ AFMESH_GUARDED_BY(ctx_.mu);  // by get_batch, not yet answered
+    // A worker's ALLOC_REQ (the first push of a key without a registered
+    // buffer) is answered only once the application has begun to serve (its
+    // first get_batch): the receive buffers it registers before then are the
+    // ones used, also on a replacement server whose workers push as soon as
+    // its handshake completes. Until then they wait here.
+    struct HeldAlloc {
+        int32_t worker;
+        uint32_t incarnation;  // the worker's when it asked: a replaced worker's request is dropped
+        wire::AllocReq req;
+    };
+    bool serving_ AFMESH_GUARDED_BY(ctx_.mu) = false;
+    std::vector<HeldAlloc> held_allocs_ AFMESH_GUARDED_BY(ctx_.mu);
     std::vector<uint8_t> scratch_ AFMESH_GUARDED_BY(ctx_.mu);
     std::vector<uint8_t> eager_ AFMESH_GUARDED_BY(ctx_.mu);  // an eager RESPONSE's answers, gathered; reused
     // Read by waiters without the lock.

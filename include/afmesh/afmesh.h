@@ -143,6 +143,14 @@ AFMESH_API afmesh_status afmesh_node_destroy(afmesh_node *node);
 /** This node's role and rank; counts of workers and servers. */
 AFMESH_API afmesh_status afmesh_node_info(const afmesh_node *node, afmesh_role *role, int32_t *rank,
                                           int32_t *num_workers, int32_t *num_servers);
+/**
+ * Whether this node took the place of a failed one in a running cluster
+ * (*replacement = 1; 0 for a node of the cluster's start). A replacement
+ * has the failed node's role and rank and a new incarnation; the others
+ * passed the start-up long ago, so it must not wait for them in barriers
+ * they entered then (e.g. one after registering receive buffers).
+ */
+AFMESH_API afmesh_status afmesh_node_is_replacement(const afmesh_node *node, int *replacement);
 /** Names of the device and transport modules in use (static strings owned by the node). */
 AFMESH_API afmesh_status afmesh_node_modules(const afmesh_node *node, const char **device, const char **transport);
 /** Barrier over workers (1), servers (2) or all nodes (3). */

@@ -78,10 +78,21 @@ public:
         if (afmesh_node *node = std::exchange(node_, nullptr)) check(afmesh_node_destroy(node));
     }
 
+    afmesh_role role() const {
+        afmesh_role r = AFMESH_ROLE_FROM_CONFIG;
+        check(afmesh_node_info(node_, &r, nullptr, nullptr, nullptr));
+        return r;
+    }
     int32_t rank() const {
         int32_t r = -1;
         check(afmesh_node_info(node_, nullptr, &r, nullptr, nullptr));
         return r;
+    }
+    /** This node took a failed node's place in a running cluster (afmesh_node_is_replacement). */
+    bool replacement() const {
+        int r = 0;
+        check(afmesh_node_is_replacement(node_, &r));
+        return r != 0;
     }
     int32_t num_workers() const {
         int32_t n = 0;

@@ -7,6 +7,16 @@
 //   af_test_node echo [--iters N] [--microbatches M] [--rows R] [--cols C]
 //                     [--subset] [--dynamic] [--respond-vec] [--unregistered]
 //                     [--die-after K]     (this node SIGKILLs itself after K rounds)
+//                     [--die-as ROLE:RANK]  (with --die-after: only that node, e.g. server:1)
+//                     [--die-once PATH]   (with --die-after: only the first incarnation, which creates PATH)
+//                     [--await-replacement]  (worker, with --subset: a push-pull whose server failed waits
+//                                          for that server's PEER_UP and is issued again; server: a
+//                                          get_batch over all workers that fails waits for the failed
+//                                          worker's PEER_UP; a worker replacing one that died with
+//                                          --die-once takes over at the round it died)
+//                     [--serve-until-closed]  (server: answers until every worker has stopped, not a
+//                                          counted number of requests; peer failures are printed and
+//                                          tolerated)
 //                     [--expect-peer-failure]  (succeed only once a peer's death is reported)
 //                     [--device]          (tensors in device memory of the AFMESH_DEVICE module)
 //                     [--stream-wait]     (with --device, one micro-batch: the worker reads its pulls
@@ -36,6 +46,7 @@
 #include <afmesh/afmesh.hpp>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +75,8 @@ struct Options {
     int iters = 20, microbatches = 3, rows = 8, cols = 64;
     bool subset = false, dynamic = false, respond_vec = false, unregistered = false;
     int die_after = -1;
+    std::string die_as, die_once;
+    bool await_replacement = false, serve_until_closed = false;
     bool expect_peer_failure = false;
     bool device = false, stream_wait = false, held_stream = false, report_latency = false, retry_get_batch = false,
          retry_push_pull = false, tolerate_failed_respond = false;
@@ -96,6 +110,10 @@ Options parse(int argc, char **argv) {
         else if (a == "--respond-vec") o.respond_vec = true;
         else if (a == "--unregistered") o.unregistered = true;
         else if (a == "--die-after") o.die_after = std::stoi(value());
+        else if (a == "--die-as") o.die_as = value();
+        else if (a == "--die-once") o.die_once = value();
+        else if (a == "--await-replacement") o.await_replacement = true;
+        else if (a == "--serve-until-closed") o.serve_until_closed = true;
         else if (a == "--expect-peer-failure") o.expect_peer_failure = true;
         else if (a == "--expect") o.expect = value();
         else if (a == "--device") o.device = true;
@@ -154,6 +172,13 @@ public:
     void *ctx() const { return ctx_; }
 
     /** Device memory (freed with the process), or `host` itself for host memory. */
+    /**
+     * Host memory that lives as long as this object, which main() makes
+     * before the node and so destroys after it: a receive buffer handed to
+     * afmesh_register_recv_buffer must, since the library may write into it
+     * (a late eager push) until the node is destroyed.
+     */
+    std::vector<float> &lasting(size_t elems) { return lasting_.emplace_back(elems); }
     void *place(std::vector<float> &host) {
         if (!device()) return host.data();
         void *p = nullptr;
@@ -198,6 +223,7 @@ private:
     void *hold_ = nullptr;  // the flag hold() makes the stream wait on
     uint32_t holds_ = 0;
     afmesh_mem_kind kind_ = AFMESH_MEM_HOST;
+    std::deque<std::vector<float>> lasting_;  // a deque: growing it moves no buffer
 };
 
 constexpr float kSentinel = -12345.0f;  // what a device pull buffer holds before the answer
@@ -252,8 +278,17 @@ long long now_ns() {
             .count());
 }
 
-bool maybe_die(const Options &o, int round) {
-    if (o.die_after >= 0 && round >= o.die_after) {
+bool maybe_die(const Options &o, Node &node, int round) {
+    if (o.die_after < 0 || round < o.die_after) return false;
+    const std::string me = std::string(node.role() == AFMESH_ROLE_WORKER ? "worker:" : "server:") +
+                           std::to_string(node.rank());
+    if (!o.die_as.empty() && o.die_as != me) return false;
+    if (!o.die_once.empty()) {
+        const int marker = open(o.die_once.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+        if (marker < 0) return false;  // an earlier incarnation died already
+        close(marker);
+    }
+    {
         printf("dying on purpose at %lld ns after %d rounds\n", now_ns(), round);
         fflush(stdout);
         kill(getpid(), SIGKILL);
@@ -270,6 +305,47 @@ struct InFlight {
     ~InFlight() {
         for (afmesh_handle h : handles) (void)afmesh_wait(node, h, 30000);  // a waited one is unknown at once
     }
+};
+
+// What a node knows of its peers' membership (servers for a worker,
+// workers for a server), from the events: which are up (at the start, or
+// replaced since their last failure).
+class PeerWatch {
+public:
+    explicit PeerWatch(Node &node)
+        : node_(node),
+          peers_(node.role() == AFMESH_ROLE_WORKER ? AFMESH_ROLE_SERVER : AFMESH_ROLE_WORKER),
+          up_(static_cast<size_t>(peers_ == AFMESH_ROLE_SERVER ? node.num_servers() : node.num_workers()), true) {}
+
+    /** Returns once `peer` is up: at once if no failure of it has been heard since it last came up. */
+    void await_up(int32_t peer) {
+        while (take_one(0)) {
+        }
+        while (!up_.at(static_cast<size_t>(peer)))
+            if (!take_one(60000)) fail(name(peer) + " was not replaced within 60 s");
+    }
+    void await_all_up() {
+        for (size_t peer = 0; peer < up_.size(); ++peer) await_up(static_cast<int32_t>(peer));
+    }
+
+private:
+    std::string name(int32_t peer) const {
+        return (peers_ == AFMESH_ROLE_SERVER ? "server " : "worker ") + std::to_string(peer);
+    }
+    bool take_one(int timeout_ms) {
+        std::optional<afmesh_event> event = node_.next_event(timeout_ms);
+        if (!event) return false;
+        if (event->role == peers_) {
+            const bool up = event->type == AFMESH_EVENT_PEER_UP;
+            printf("%s %s\n", up ? "PEER_UP" : "PEER_DOWN", name(event->rank).c_str());
+            up_.at(static_cast<size_t>(event->rank)) = up;
+        }
+        return true;
+    }
+
+    Node &node_;
+    const afmesh_role peers_;
+    std::vector<bool> up_;
 };
 
 int run_worker(Node &node, Memory &mem, const Options &o) {
@@ -289,13 +365,17 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
         for (void *b : push_at) regs.emplace_back(node, b, bytes, mem.kind());
         for (void *b : pull_at) regs.emplace_back(node, b, bytes, mem.kind());
     }
-    // Servers register their receive slices before this barrier.
-    check(afmesh_barrier(node.get(), 3, 30000));
+    // Servers register their receive slices before this barrier; a replacement's cluster passed it long ago.
+    if (!node.replacement()) check(afmesh_barrier(node.get(), 3, 30000));
+    PeerWatch watch(node);
     if (!o.hold.empty()) hold(o.hold);
     std::vector<double> latencies_us;
     int reissued = 0;
-    for (int iter = 0; iter < o.iters; ++iter) {
-        maybe_die(o, iter);
+    int32_t recovered = -1;  // the server whose replacement this iteration waited for
+    // A replacement of the node that died (--die-once) takes over where it died.
+    const bool took_over = node.replacement() && !o.die_once.empty() && o.die_after >= 0;
+    for (int iter = took_over ? o.die_after : 0; iter < o.iters; ++iter) {
+        maybe_die(o, node, iter);
         const auto started = std::chrono::steady_clock::now();
         InFlight in_flight{node.get(), {}};
         std::vector<afmesh_handle> &handles = in_flight.handles;
@@ -324,7 +404,29 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
             }
             return mem.device() ? node.push_pull_on_stream({p}, pulls, mem.stream()) : node.push_pull({p}, pulls);
         };
-        for (int mb = 0; mb < o.microbatches; ++mb) handles.push_back(issue(mb));
+        // --await-replacement: a push-pull whose server failed waits for its replacement and goes again.
+        auto await_servers = [&](int mb, const char *what, const char *why) {
+            const int32_t server = o.subset ? targets[mb][0] : -1;  // without --subset: any of them
+            printf("worker %d: push-pull %s, awaiting the replacement of server %s: %s\n", rank, what,
+                   server < 0 ? "(any)" : std::to_string(server).c_str(), why);
+            if (server < 0) {
+                watch.await_all_up();
+            } else {
+                watch.await_up(server);
+                recovered = server;
+            }
+        };
+        auto issue_surviving = [&](int mb) {
+            for (;;) {
+                try {
+                    return issue(mb);
+                } catch (const Error &e) {
+                    if (!o.await_replacement || e.status() != AFMESH_ERR_PEER_FAILED) throw;
+                    await_servers(mb, "refused", e.what());
+                }
+            }
+        };
+        for (int mb = 0; mb < o.microbatches; ++mb) handles.push_back(issue_surviving(mb));
         if (o.held_stream) {
             // The pushes are not even produced yet: nothing can have been sent.
             for (afmesh_handle h : handles)
@@ -341,7 +443,13 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
             mem.check_hal(mem.ops().stream_sync(mem.ctx(), mem.stream()), "stream_sync");
         }
         for (int mb = 0; mb < o.microbatches; ++mb) {
-            if (!o.retry_push_pull) {
+            if (o.await_replacement) {
+                while (afmesh_wait(node.get(), handles[mb], 30000) != AFMESH_OK) {
+                    ++reissued;
+                    await_servers(mb, "failed", afmesh_last_error());
+                    handles[mb] = issue_surviving(mb);
+                }
+            } else if (!o.retry_push_pull) {
                 node.wait(handles[mb], 30000);
             } else if (afmesh_wait(node.get(), handles[mb], 30000) != AFMESH_OK) {
                 printf("worker %d: push-pull failed, issuing it again: %s\n", rank, afmesh_last_error());
@@ -377,6 +485,13 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
                         fail("server " + std::to_string(s) + " wrote past its " + std::to_string(rows) + "-row answer");
             }
         }
+        // For the recovery time (restart_test): from "dying on purpose at" to these.
+        if (recovered >= 0)
+            printf("worker %d: first push-pull with server %d's replacement verified at %lld ns\n", rank, recovered,
+                   now_ns());
+        if (recovered < 0 && node.replacement() && latencies_us.size() == 1)
+            printf("worker %d: first push-pull of this replacement verified at %lld ns\n", rank, now_ns());
+        recovered = -1;
     }
     if (o.expect_peer_failure) fail("no peer failure was reported");
     printf("worker %d: %d iterations x %d micro-batches verified (%d push-pulls issued again)\n", rank, o.iters,
@@ -392,10 +507,9 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
 int run_server(Node &node, Memory &mem, const Options &o) {
     const int rank = node.rank(), workers = node.num_workers();
     const size_t elems = static_cast<size_t>(o.rows) * o.cols;
-    std::vector<float> recv;
     if (!o.unregistered) {
         // One slice per (worker, micro-batch key).
-        recv.resize(elems * workers * o.microbatches);
+        std::vector<float> &recv = mem.lasting(elems * workers * o.microbatches);
         void *recv_at = mem.place(recv);
         std::vector<int32_t> ranks;
         std::vector<uint64_t> keys;
@@ -404,8 +518,10 @@ int run_server(Node &node, Memory &mem, const Options &o) {
         check(afmesh_register_recv_buffer(node.get(), recv_at, recv.size() * sizeof(float), mem.kind(), 0,
                                           ranks.data(), keys.data(), ranks.size()));
     }
-    check(afmesh_barrier(node.get(), 3, 30000));  // slices exist before any worker pushes
+    // Slices exist before any worker pushes; a replacement's cluster passed this barrier long ago.
+    if (!node.replacement()) check(afmesh_barrier(node.get(), 3, 30000));
     if (!o.hold.empty()) hold(o.hold);
+    PeerWatch watch(node);
     std::vector<float> out(elems * workers), x_host(elems);
     void *out_at = mem.place(out);  // --device: answers go out from device memory
     afmesh::api::Registration out_reg(node, out_at, out.size() * sizeof(float), mem.kind());
@@ -418,15 +534,26 @@ int run_server(Node &node, Memory &mem, const Options &o) {
         for (int mb = 0; mb < o.microbatches; ++mb)
             expected += !o.subset || target_server(iter, mb, node.num_servers()) == rank ? workers : 0;
     int answered = 0, round = 0, retried = 0, failed_responds = 0;
-    while (answered < expected) {
-        maybe_die(o, round++);
+    while (o.serve_until_closed || answered < expected) {
+        maybe_die(o, node, round++);
         std::vector<afmesh_request *> batch(workers * o.microbatches);
         size_t count = 0;
         // Subsets, and push-pulls issued again after a failed respond, leave
         // workers with unequal numbers of requests: take what has arrived.
-        const bool any = o.subset || o.tolerate_failed_respond;
+        const bool any = o.subset || o.tolerate_failed_respond || o.serve_until_closed;
         const afmesh_status got = afmesh_get_batch(node.get(), any ? AFMESH_BATCH_ANY : AFMESH_BATCH_ALL_WORKERS,
                                                    30000, batch.data(), batch.size(), &count);
+        if (o.serve_until_closed && got == AFMESH_ERR_CLOSED) break;  // every worker has stopped
+        if (o.serve_until_closed && got == AFMESH_ERR_PEER_FAILED) {
+            printf("server %d: a worker failed: %s\n", rank, afmesh_last_error());
+            continue;
+        }
+        if (o.await_replacement && got == AFMESH_ERR_PEER_FAILED) {
+            // A batch over all workers waits for the failed one's replacement.
+            printf("server %d: a worker failed, awaiting its replacement: %s\n", rank, afmesh_last_error());
+            watch.await_all_up();
+            continue;
+        }
         if (got != AFMESH_OK && o.retry_get_batch && strstr(afmesh_last_error(), "the batch stays queued")) {
             printf("server %d: get_batch failed, retrying: %s\n", rank, afmesh_last_error());
             ++retried;
@@ -463,7 +590,7 @@ int run_server(Node &node, Memory &mem, const Options &o) {
                 void *y_at = static_cast<float *>(out_at) + (y - out.data());
                 mem.copy(y_at, y, static_cast<size_t>(rows) * o.cols * sizeof(float));
                 const afmesh_tensor answer = matrix(y_at, rows, o.cols, mem.kind());
-                if (!o.tolerate_failed_respond) {
+                if (!o.tolerate_failed_respond && !o.serve_until_closed) {
                     node.respond(batch[r], {answer});
                 } else if (afmesh_respond(node.get(), batch[r], &answer, 1) != AFMESH_OK) {
                     printf("server %d: respond failed: %s\n", rank, afmesh_last_error());

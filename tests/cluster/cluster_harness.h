@@ -8,13 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "free_port.h"
 #include "process_group.h"
+#include "shm_regions.h"
 
 extern char **environ;
 
@@ -50,16 +49,9 @@ public:
             base_env_.push_back(setting);
     }
 
-    // A node killed by a signal could not close its libfabric shm endpoints:
-    // their regions ("afmesh-<pid>-..." in /dev/shm) are removed here.
     ~Cluster() {
-        for (const ChildExit &c : group_.children()) {
-            if (c.signal == 0) continue;
-            const std::string prefix = "afmesh-" + std::to_string(c.pid) + "-";
-            std::error_code ec;
-            for (const auto &entry : std::filesystem::directory_iterator("/dev/shm", ec))
-                if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
-        }
+        for (const ChildExit &c : group_.children())
+            if (c.signal != 0) remove_shm_regions_of(c.pid);
     }
     Cluster(const Cluster &) = delete;
     Cluster &operator=(const Cluster &) = delete;

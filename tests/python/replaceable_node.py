@@ -24,7 +24,7 @@ settings = {"AFMESH_NUM_WORKERS": workers, "AFMESH_NUM_SERVERS": servers, "AFMES
 
 if role == "server":
     server = afmesh.Server(address, settings)
-    print("serving", flush=True)
+    print("serving, replacement:", server.replacement, flush=True)
     try:
         while True:
             for request in server.get_batch("any", timeout=None):

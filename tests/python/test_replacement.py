@@ -110,6 +110,8 @@ def test_a_killed_server_is_replaced_and_push_pulls_resume(children):
             f.result(DEADLINE_S)
         serving0.result(DEADLINE_S)
         assert children[1].wait(DEADLINE_S) == 0, output_of(children[1])
+    assert "replacement: False" in output_of(children[0]) and "replacement: True" in output_of(children[1])
+    assert not (worker.replacement or server0.replacement)
 
 
 def test_a_killed_worker_is_replaced_and_batches_over_all_workers_resume(children):

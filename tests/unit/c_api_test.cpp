@@ -140,6 +140,18 @@ protected:
     afmesh_node *scheduler_ = nullptr, *server_ = nullptr, *worker_ = nullptr;
 };
 
+// Nodes of the cluster's start are no replacements; the question needs a
+// worker or server and somewhere to put the answer.
+TEST_F(CApiCluster, NodesOfTheStartAreNoReplacements) {
+    int replacement = -1;
+    ASSERT_EQ(afmesh_node_is_replacement(worker_, &replacement), AFMESH_OK) << last_error();
+    EXPECT_EQ(replacement, 0);
+    ASSERT_EQ(afmesh_node_is_replacement(server_, &replacement), AFMESH_OK) << last_error();
+    EXPECT_EQ(replacement, 0);
+    EXPECT_EQ(afmesh_node_is_replacement(server_, nullptr), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_node_is_replacement(scheduler_, &replacement), AFMESH_ERR_INVALID_ARGUMENT);
+}
+
 // A server that stops is reported to the worker once, as PEER_DOWN with
 // CLOSED: its goodbye, then the scheduler's word, are one event.
 TEST_F(CApiCluster, APeerThatStopsIsReportedOnce) {

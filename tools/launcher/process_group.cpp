@@ -32,11 +32,6 @@ int ms_until(Clock::time_point deadline) {
     return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 100));
 }
 
-std::string describe(const ChildExit &c) {
-    const std::string pid = " (pid " + std::to_string(c.pid) + ")";
-    if (c.signal) return c.name + " was killed by " + signal_name(c.signal) + pid;
-    return c.name + " exited with status " + std::to_string(c.code) + pid;
-}
 
 // Everything the child needs between fork and exec, prepared before the
 // fork: the child of a multi-threaded parent may make async-signal-safe
@@ -119,6 +114,12 @@ pid_t fork_exec(ExecPlan plan) {
 
 }  // namespace
 
+std::string describe(const ChildExit &c) {
+    const std::string pid = " (pid " + std::to_string(c.pid) + ")";
+    if (c.signal) return c.name + " was killed by " + signal_name(c.signal) + pid;
+    return c.name + " exited with status " + std::to_string(c.code) + pid;
+}
+
 std::string signal_name(int sig) {
     const char *abbrev = sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
@@ -146,6 +147,7 @@ Status ProcessGroup::spawn(const ChildSpec &spec, size_t *index) {
     }
     fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
     Child child;
+    child.spec = spec;
     child.info.name = spec.name;
     child.info.pid = pid;
     child.pidfd = pidfd_open(pid);
@@ -217,15 +219,47 @@ bool ProcessGroup::any_running() {
     return false;
 }
 
+namespace {
+bool failed(const ChildExit &info) { return !info.running && (info.code != 0 || info.signal != 0); }
+}  // namespace
+
 Status ProcessGroup::first_failure() {
     std::lock_guard lock(mu_);
     for (const Child &c : children_)
-        if (!c.info.running && (c.info.code != 0 || c.info.signal != 0)) return {Code::kError, describe(c.info)};
+        if (failed(c.info) && !c.forgiven) return {Code::kError, describe(c.info)};
     return Status::ok();
 }
 
-Status ProcessGroup::wait_all(Clock::time_point deadline, bool stop_on_failure, int interrupt_fd) {
+std::vector<size_t> ProcessGroup::take_unoffered_failures() {
+    std::lock_guard lock(mu_);
+    std::vector<size_t> out;
+    for (size_t i = 0; i < children_.size(); ++i) {
+        if (!failed(children_[i].info) || children_[i].offered) continue;
+        children_[i].offered = true;
+        out.push_back(i);
+    }
+    return out;
+}
+
+Status ProcessGroup::respawn(size_t index, size_t *new_index) {
+    ChildSpec spec;
+    {
+        std::lock_guard lock(mu_);
+        spec = children_.at(index).spec;
+    }
+    return spawn(spec, new_index);
+}
+
+Status ProcessGroup::wait_all(Clock::time_point deadline, bool stop_on_failure, int interrupt_fd,
+                              const FailureHandler &on_failure) {
     for (;;) {
+        if (on_failure) {
+            for (size_t index : take_unoffered_failures()) {
+                const bool dealt_with = on_failure(index, children().at(index));
+                std::lock_guard lock(mu_);
+                children_[index].forgiven = dealt_with;
+            }
+        }
         const bool running = any_running();
         Status failure = first_failure();
         if (!running) return failure;

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -40,6 +41,10 @@ constexpr std::chrono::milliseconds kStopGrace(3000);
 /** "SIGTERM", or "signal 77" for a number without a name. */
 std::string signal_name(int sig);
 
+struct ChildExit;
+/** "worker 0 exited with status 3 (pid 123)", "server 1 was killed by SIGKILL (pid 124)". */
+std::string describe(const ChildExit &exit);
+
 struct ChildSpec {
     std::string name;               // output prefix, e.g. "worker 0"
     std::string path;               // program to run
@@ -58,6 +63,13 @@ struct ChildExit {
 
 class ProcessGroup {
 public:
+    /**
+     * Told of a child that failed (non-zero exit or a signal), without the
+     * group's lock: true when the owner has dealt with it, e.g. started it
+     * again with respawn(), so that it is not a failure of the group.
+     */
+    using FailureHandler = std::function<bool(size_t index, const ChildExit &exit)>;
+
     /** relay: also write children's lines (prefixed) to our stdout. */
     explicit ProcessGroup(bool relay) : relay_(relay) {}
     ~ProcessGroup();
@@ -76,9 +88,13 @@ public:
      * Returns TIMEOUT (children still running are killed) or the first
      * failure, naming the child. With `interrupt_fd` >= 0, returns CLOSED as
      * soon as that descriptor is readable, leaving the children running for
-     * the caller to stop.
+     * the caller to stop. With `on_failure`, each failed child is offered to
+     * it first, once; one it deals with does not count as a failure.
      */
-    Status wait_all(std::chrono::steady_clock::time_point deadline, bool stop_on_failure, int interrupt_fd = -1);
+    Status wait_all(std::chrono::steady_clock::time_point deadline, bool stop_on_failure, int interrupt_fd = -1,
+                    const FailureHandler &on_failure = {});
+    /** Starts child `index`'s program again, as a new child under the same name and spec. */
+    Status respawn(size_t index, size_t *new_index = nullptr);
     /** Waits for one child only. */
     Status wait_one(size_t index, std::chrono::steady_clock::time_point deadline);
     /** Sends `sig` to one child, by pid. */
@@ -93,7 +109,10 @@ public:
 
 private:
     struct Child {
+        ChildSpec spec;
         ChildExit info;
+        bool offered = false;   // its failure went to wait_all's handler
+        bool forgiven = false;  // and the handler dealt with it
         int pidfd = -1;
         int out_fd = -1;
         std::string partial_line;
@@ -102,6 +121,8 @@ private:
     void reap(Child &child);
     void drain(Child &child, bool final);
     bool any_running();
+    /** Failed children not yet offered to a handler, now marked offered. */
+    std::vector<size_t> take_unoffered_failures();
     Status first_failure();
 
     const bool relay_;

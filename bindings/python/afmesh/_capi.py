@@ -182,6 +182,7 @@ _PROTOTYPES = {
     "afmesh_node_destroy": (status_t, [node_p]),
     "afmesh_node_info": (status_t, [node_p, _P(C.c_int), _P(C.c_int32), _P(C.c_int32), _P(C.c_int32)]),
     "afmesh_node_modules": (status_t, [node_p, _P(C.c_char_p), _P(C.c_char_p)]),
+    "afmesh_node_is_replacement": (status_t, [node_p, _P(C.c_int)]),
     "afmesh_barrier": (status_t, [node_p, C.c_int, C.c_int]),
     "afmesh_set_poll_mode": (status_t, [node_p, C.c_char_p]),
     "afmesh_register_buffer": (status_t, [node_p, C.c_void_p, C.c_uint64, C.c_int, C.c_int, _P(mr_p)]),

@@ -216,10 +216,14 @@ class Node(_Member):
         """
         super().__init__(self._role, scheduler, settings)
         role, rank, workers, servers = C.c_int(), C.c_int32(), C.c_int32(), C.c_int32()
-        device, transport = C.c_char_p(), C.c_char_p()
+        device, transport, replacement = C.c_char_p(), C.c_char_p(), C.c_int()
         with self._live as ptr:
             errors.check(lib.afmesh_node_info(ptr, C.byref(role), C.byref(rank), C.byref(workers), C.byref(servers)))
             errors.check(lib.afmesh_node_modules(ptr, C.byref(device), C.byref(transport)))
+            errors.check(lib.afmesh_node_is_replacement(ptr, C.byref(replacement)))
+        #: True when this node took a failed node's place in a running cluster: the others
+        #: passed the start-up long ago, so it must not wait for them in start-up barriers.
+        self.replacement = bool(replacement.value)
         self.role = _ROLE_NAMES[role.value]
         self.rank, self.num_workers, self.num_servers = rank.value, workers.value, servers.value
         self.device_module, self.transport_module = device.value.decode(), transport.value.decode()
