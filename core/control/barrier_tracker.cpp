@@ -26,10 +26,14 @@ Status BarrierTracker::arrive(NodeId node, BarrierGroup group, uint64_t seq, con
                                             group_name(group) + " after barrier " + std::to_string(last)};
     }
     last = seq;
-    if (!unavailable.empty()) {
+    std::string why = unavailable;
+    if (why.empty() && seq <= replaced_through_[group])
+        why = "a member was replaced, and its replacement numbers its barriers from " +
+              std::to_string(replaced_through_[group] + 1);
+    if (!why.empty()) {
         *released = BarrierRelease{group, seq, {node},
                                    {Code::kPeerFailed, std::string("barrier over ") + group_name(group) +
-                                                           " cannot complete: " + unavailable}};
+                                                           " cannot complete: " + why}};
         return Status::ok();
     }
     auto key = std::make_pair(group, seq);
@@ -66,6 +70,7 @@ std::array<uint64_t, 3> BarrierTracker::adopt(NodeId node) {
         for (const auto &[key, seq] : last_seq_)
             if (key.second == group && key.first != node) highest = std::max(highest, seq);
         last_seq_[{node, group}] = highest;
+        replaced_through_[group] = std::max(replaced_through_[group], highest);
         numbers[static_cast<size_t>(group) - 1] = highest;
     }
     return numbers;

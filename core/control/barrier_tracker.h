@@ -52,7 +52,8 @@ public:
      * on each group where the cluster is: its numbering starts after the
      * highest number any member of the group has entered. Those numbers, by
      * BarrierGroup - 1 (0 for a group it is not in), for the replacement's
-     * roster.
+     * roster. Members whose barriers failed fewer times while it was gone,
+     * and so lag behind, get their barriers up to that number failed at once.
      */
     std::array<uint64_t, 3> adopt(NodeId node);
 
@@ -62,6 +63,10 @@ private:
     int32_t num_workers_, num_servers_;
     std::map<std::pair<BarrierGroup, uint64_t>, std::set<NodeId>> pending_;
     std::map<std::pair<NodeId, BarrierGroup>, uint64_t> last_seq_;
+    // Per group, the highest number a replacement took over (adopt): the
+    // replacement never enters a barrier up to it, so a member that lagged
+    // behind and enters one is released at once with PEER_FAILED.
+    std::map<BarrierGroup, uint64_t> replaced_through_;
 };
 
 }  // namespace afmesh::control

@@ -10,8 +10,10 @@
 #include <array>
 #include <cerrno>
 #include <condition_variable>
+#include <iterator>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <variant>
 
 #include "control/control_client.h"
@@ -49,7 +51,8 @@ std::string ms_text(milliseconds ms) { return std::to_string(ms.count()) + " ms"
 class ClientImpl final : public ControlClient {
 public:
     ClientImpl(const ControlOptions &options, const Hello &hello, MembershipCallbacks callbacks)
-        : options_(options), hello_(hello), callbacks_(std::move(callbacks)) {}
+        : options_(options), hello_(hello), callbacks_(std::move(callbacks)),
+          delivering_(!callbacks_.held_until_delivered) {}
 
     ~ClientImpl() override {
         {
@@ -66,6 +69,13 @@ public:
     const Roster &roster() const override { return roster_; }
     int32_t rank() const override { return rank_; }
     bool replacement() const override { return replacement_; }
+    void deliver_notices() override {
+        {
+            MutexLock lock(&mu_);
+            delivering_ = true;
+        }
+        waker_.wake();  // the I/O thread delivers them, as it does every notice
+    }
     Status barrier(BarrierGroup group, milliseconds timeout) override;
     Status stop(milliseconds timeout) override;
     bool scheduler_gone() const override {
@@ -99,6 +109,8 @@ private:
     bool dispatch(const Frame &frame, std::vector<Notice> *notices);
     /** Whether a PEER_UP names a node of this cluster other than this one. */
     bool plausible(const RosterEntry &entry) const;
+    /** Tells the callbacks the notices held so far, unless they are held until deliver_notices(). I/O thread. */
+    void deliver_held();
     /** The connection ended unexpectedly: fail the waiters and, once a member, tell the user. */
     void lose(Status why) AFMESH_EXCLUDES(mu_);
     /** Queues a message for the I/O thread. */
@@ -136,6 +148,8 @@ private:
     Roster roster_;
     int32_t rank_ = -1;
     bool replacement_ = false;
+    std::vector<Notice> held_notices_;  // I/O thread only
+    bool delivering_ AFMESH_GUARDED_BY(mu_) = false;  // deliver_notices() was called, or nothing is held
 };
 
 Status ClientImpl::reach_scheduler(Clock::time_point deadline) {
@@ -219,6 +233,7 @@ bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *ne
     }
     Clock::time_point now = Clock::now();
     if (fds[1].revents) waker_.drain();
+    deliver_held();  // deliver_notices() may have been called
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !receive(now, last_heard)) return false;
     if (now >= *last_heard + options_.heartbeat_timeout) {
         lose({Code::kPeerFailed, "no heartbeat from the scheduler at " + options_.scheduler + " for " +
@@ -252,7 +267,22 @@ bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
             break;
         }
     }
-    for (const Notice &notice : notices) {
+    held_notices_.insert(held_notices_.end(), std::make_move_iterator(notices.begin()),
+                         std::make_move_iterator(notices.end()));
+    deliver_held();
+    if (open && !read) {
+        lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " went away: " + read.message()});
+        open = false;
+    }
+    return open;
+}
+
+void ClientImpl::deliver_held() {
+    {
+        MutexLock lock(&mu_);
+        if (!delivering_ || held_notices_.empty()) return;
+    }
+    for (const Notice &notice : std::exchange(held_notices_, {})) {
         if (const auto *down = std::get_if<PeerDownMsg>(&notice); down && callbacks_.peer_down)
             callbacks_.peer_down(down->role, down->rank, down->reason);
         if (const auto *up = std::get_if<PeerUpMsg>(&notice)) {
@@ -262,11 +292,6 @@ bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
             queue_message(writer_, PeerUpAckMsg{up->entry.role, up->entry.rank, up->entry.incarnation});
         }
     }
-    if (open && !read) {
-        lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " went away: " + read.message()});
-        open = false;
-    }
-    return open;
 }
 
 bool ClientImpl::plausible(const RosterEntry &entry) const {

@@ -83,6 +83,12 @@ struct MembershipCallbacks {
     std::function<void(Role role, int32_t rank, const std::string &reason)> peer_down;
     /** A failed node's replacement was admitted: `entry` is its new address and incarnation. */
     std::function<void(const RosterEntry &entry)> peer_up;
+    /**
+     * Hold PEER_DOWN and PEER_UP from the roster on until deliver_notices():
+     * a node builds the state they change only after connect() returns.
+     * (Losing the scheduler is told at once either way.)
+     */
+    bool held_until_delivered = false;
 };
 
 class ControlClient {
@@ -112,6 +118,12 @@ public:
      * barrier to enter (the others passed it long ago).
      */
     virtual bool replacement() const = 0;
+    /**
+     * With MembershipCallbacks::held_until_delivered: the callbacks may run
+     * from now on, beginning with the notices held so far. PEER_UP is
+     * acknowledged to the scheduler only once its callback has returned.
+     */
+    virtual void deliver_notices() = 0;
     /**
      * Blocks until every node of `group` has entered, or `timeout` (TIMEOUT).
      * Barriers are numbered per group on each node; the n-th barrier of every

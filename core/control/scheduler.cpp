@@ -448,7 +448,7 @@ Status SchedulerImpl::replaceable(const Hello &hello, NodeId *node) const {
     if (members_->stopping())
         return {Code::kInvalidArgument, "the cluster is stopping: it takes no replacement for a failed node"};
     const int32_t n = hello.role == Role::kWorker ? options_.num_workers : options_.num_servers;
-    if (hello.requested_rank >= n)
+    if (hello.requested_rank < -1 || hello.requested_rank >= n)
         return {Code::kInvalidArgument, std::string("requested ") + role + " rank " +
                                             std::to_string(hello.requested_rank) + " is out of range: the cluster has " +
                                             std::to_string(n) + " " + role + "(s)"};

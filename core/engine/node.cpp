@@ -82,6 +82,7 @@ Status Node::start() {
     // Before any thread that reads them starts.
     heartbeat_interval_ = config_ms(config_, "AFMESH_HEARTBEAT_MS");
     peer_timeout_ = config_ms(config_, "AFMESH_PEER_TIMEOUT_MS");
+    connect_timeout_ = config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS");
     PollMode mode;
     if (!parse_poll_mode(config_.get("AFMESH_POLL"), &mode))
         return {Code::kInvalidArgument, "AFMESH_POLL must be busy, adaptive or blocking"};
@@ -129,9 +130,10 @@ Status Node::start() {
     }
     if (Status s = start_embedded_scheduler(); !s) return s;
     const auto deadline = Clock::now() + config_ms(config_, "AFMESH_CONNECT_TIMEOUT_MS");
+    // Held until the engines and the handshake exist (deliver_notices below).
     MembershipCallbacks membership{
         [this](Role r, int32_t rank, const std::string &reason) { on_peer_down(r, rank, reason); },
-        [this](const RosterEntry &entry) { on_peer_up(entry); }};
+        [this](const RosterEntry &entry) { on_peer_up(entry); }, true};
     if (Status s = ControlClient::connect(control_options(config_), hello, std::move(membership), &control_); !s)
         return s;
     const Clock::time_point joined = Clock::now();
@@ -156,7 +158,14 @@ Status Node::start() {
         worker_ = std::make_unique<WorkerEngine>(ctx, rank(), num_servers());
     else
         server_ = std::make_unique<ServerEngine>(ctx, rank(), num_workers());
-    handshake_ = std::make_unique<Handshake>(control_->roster(), rank());
+    {
+        MutexLock lock(&mu_);
+        handshake_ = std::make_unique<Handshake>(control_->roster(), rank());
+    }
+    // Peers that failed or were replaced since the roster are applied now,
+    // before and while this node dials its servers (a replaced one is dialled
+    // at its new address; dial_server_locked skips what is dialled already).
+    control_->deliver_notices();
 
     if (worker_) progress_->set_background([worker = worker_.get()] { return worker->open_gates(); });
     if (Status s = progress_->start(placement_.cpus); !s) return s;
@@ -182,8 +191,11 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
     const Roster &roster = control_->roster();
     if (role_ == Role::kWorker) {
         MutexLock lock(&mu_);
-        for (const RosterEntry &server : roster.servers)
+        for (const RosterEntry &server : roster.servers) {
+            // on_peer_up dialled a replacement at its new address already.
+            if (handshake_->incarnation(Role::kServer, server.rank) != server.incarnation) continue;
             if (Status s = dial_server_locked(server); !s) return s;
+        }
     }
     {
         MutexLock lock(&mu_);
@@ -258,8 +270,10 @@ void Node::dispatch(const afmesh_net_event *events, int count) {
         Link &link = it->second;
         switch (ev.type) {
         case AFMESH_NET_EV_CONNECTED: {
+            // A replacement may still be loading its modules and waiting for its roster.
+            const auto patience = replacing_.count(link.peer) ? connect_timeout_ : peer_timeout_;
             std::vector<uint8_t> ident;
-            Status s = handshake_->open(ev.conn, link.peer, worker_->mailbox_for(link.peer), Clock::now() + peer_timeout_,
+            Status s = handshake_->open(ev.conn, link.peer, worker_->mailbox_for(link.peer), Clock::now() + patience,
                                         &ident);
             if (s) s = send_handshake_locked(ev.conn, link, ident, "IDENT");
             if (!s) refuse_locked(ev.conn, s);
@@ -514,8 +528,9 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
 // application hears PEER_UP once that handshake completes.
 void Node::on_peer_up(const RosterEntry &entry) {
     const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
-    if (entry.role != peers || stopping_.load()) return;
+    if (entry.role != peers) return;
     MutexLock lock(&mu_);
+    if (stopping_.load()) return;  // under the lock: close_data_plane() must not be followed by a dial
     assert_engines_locked();
     fail_peer(entry.rank, {Code::kPeerFailed, "replaced by a new incarnation"});
     std::vector<afmesh_net_conn *> old;

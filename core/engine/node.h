@@ -134,7 +134,7 @@ private:
 
     Config config_;
     const Role role_;
-    std::chrono::milliseconds heartbeat_interval_{0}, peer_timeout_{0};
+    std::chrono::milliseconds heartbeat_interval_{0}, peer_timeout_{0}, connect_timeout_{0};
     std::unique_ptr<Module> device_, transport_;
     std::unique_ptr<MemoryRegistry> registry_;
     std::unique_ptr<Staging> staging_;  // after registry_: its buffers are registrations

@@ -128,8 +128,12 @@ void ServerEngine::begin_serving() {
         Worker &worker = *workers_[held.worker];
         if (worker.failed.load() || worker.incarnation.load() != held.incarnation) continue;
         // A slice a request already reads was advertised while this waited (a
-        // buffer registered meanwhile): the worker has it, and wrote into it.
-        if (auto it = worker.slices.find(held.req.key); it != worker.slices.end() && it->second.readers > 0) continue;
+        // buffer registered meanwhile, and the worker wrote into it): it is
+        // advertised again, which is harmless, rather than made anew.
+        if (auto it = worker.slices.find(held.req.key); it != worker.slices.end() && it->second.readers > 0) {
+            advertise(held.worker, held.req.key, it->second);
+            continue;
+        }
         handle_alloc(held.worker, held.req);
     }
     (void)flush();
@@ -225,6 +229,9 @@ Status ServerEngine::place_eager(const Slice &slice, const uint8_t *bytes, uint6
 }
 
 void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len) {
+    // A failed worker's late traffic (the scheduler declared it dead, its
+    // connection still delivers) could only refill what its failure emptied.
+    if (workers_[worker_rank]->failed.load()) return;
     switch (wire::peek_type(data, len).value_or(wire::Type::kIdent)) {
     case wire::Type::kRequest: {
         wire::Request req;
@@ -254,6 +261,7 @@ void ServerEngine::on_carrier(int32_t worker_rank, uint32_t value) {
 }
 
 void ServerEngine::on_imm(int32_t worker_rank, uint32_t value) {
+    if (workers_[worker_rank]->failed.load()) return;  // as in on_message
     if (imm::direction(value) != imm::Direction::kPush)
         return protocol_error(worker_rank, "response immediate sent to a server");
     if (imm::is_carrier(value)) return on_carrier(worker_rank, value);
@@ -354,6 +362,11 @@ void ServerEngine::replace_worker(int32_t worker_rank) {
         delete r;
     }
     worker.ready.clear();
+    worker.inbound.clear();
+    // Requests of the old incarnation still handed out no longer hold its
+    // slices: they will be answered PEER_FAILED, and the new one must not
+    // be refused a slice for them (respond() leaves these counts alone).
+    for (auto &[key, slice] : worker.slices) slice.readers = 0;
     worker.outbox.reset();
     worker.mailbox.reset();
     worker.worker_mailbox = {};
@@ -529,9 +542,11 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
         // From here on this call owns the request: it is answered, one way or another.
         handed_out_.erase(request);
         worker = workers_[request->worker].get();
-        for (const auto &[key, view] : request->pushes) {
-            Slice &slice = worker->slices[key];
-            if (slice.readers) --slice.readers;
+        if (request->incarnation == worker->incarnation.load()) {
+            for (const auto &[key, view] : request->pushes) {
+                Slice &slice = worker->slices[key];
+                if (slice.readers) --slice.readers;
+            }
         }
     }
     const std::unique_ptr<afmesh_request> owned(request);

@@ -548,7 +548,7 @@ void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
     // Parts part-way through their writes close them with an aborted
     // REQUEST, so their servers hand the slices back.
     for (Part &part : op.parts)
-        if (part.claimed && !part.request_sent) post_ready(slot, part);
+        if (part.claimed && !part.request_sent && !part.lost) post_ready(slot, part);
     finish_if_settled(slot);
 }
 
