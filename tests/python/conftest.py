@@ -91,6 +91,11 @@ class Processes:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         self._children.append((name, proc, out))
 
+    def wait(self, name):
+        """Waits (up to the deadline) for the child started as `name`; returns its exit code."""
+        proc = next(proc for n, proc, _ in self._children if n == name)
+        return proc.wait(timeout=DEADLINE_S)
+
     def wait_all(self):
         """Waits for every child (up to the deadline); returns {name: (exit code, output)}."""
         results = {}

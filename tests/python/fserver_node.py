@@ -7,11 +7,15 @@
     fserver_node.py tripups              what trips StepMesh users up: pulls per server, respond's dtype,
                                          get_rank, argument error classes, waiting twice
     fserver_node.py events               the server stops at once; the worker hears of it from next_event
+    fserver_node.py replacement          the server SIGKILLs itself after a few batches (the first incarnation
+                                         only, which creates $REPLACEMENT_MARKER); the test starts it again;
+                                         the worker waits for its PEER_UP, retries and checks every answer
 
 Exits 0 when every check held; an assertion or afmesh error exits non-zero with the reason.
 """
 
 import os
+import signal
 import sys
 
 import numpy as np
@@ -193,6 +197,52 @@ def events():
     f.stop()
 
 
+def replacement():
+    """A serving loop that survives its server being replaced (issue 26)."""
+    f.init()
+    if ROLE == "server":
+        first = not os.path.exists(os.environ["REPLACEMENT_MARKER"])
+        if first:
+            open(os.environ["REPLACEMENT_MARKER"], "w").close()
+        print(f"server: replacement {_node_is_replacement()}", flush=True)
+        batches = 0
+        try:
+            while True:
+                for handler, tensors, _ in f.get_batch():
+                    f.respond([np.asarray(tensors[0]) + 1], handler)
+                batches += 1
+                if first and batches == 3:
+                    print("server: dying on purpose", flush=True)
+                    os.kill(os.getpid(), signal.SIGKILL)
+        except afmesh.Closed:
+            pass  # every worker has stopped
+    elif ROLE == "worker":
+        retried = 0
+        for i in range(ITERATIONS):
+            push = np.full(16, i, np.float32)
+            while True:
+                out = np.zeros(16, np.float32)
+                try:
+                    f.wait(f.push_pull([push], [0], [out], [1]), 60000)
+                    break
+                except afmesh.PeerFailed as e:
+                    retried += 1
+                    print(f"worker: iteration {i} failed ({e}); waiting for the server's replacement", flush=True)
+                    while True:
+                        event = f.next_event(60000)
+                        assert event is not None, "no membership event within a minute"
+                        if event.type == "peer_up":
+                            break
+            assert (out == push + 1).all(), (i, out)
+        assert retried >= 1, "the server's death was never noticed"
+        print(f"worker: {ITERATIONS} iterations checked, {retried} retried after the replacement", flush=True)
+    f.stop()
+
+
+def _node_is_replacement():
+    return f._need(afmesh.Server).replacement
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     if scenario == "stepmesh":
@@ -205,5 +255,7 @@ if __name__ == "__main__":
         tripups()
     elif scenario == "events":
         events()
+    elif scenario == "replacement":
+        replacement()
     else:
         sys.exit(f"unknown scenario {scenario}")

@@ -6,11 +6,15 @@ processes configured only by DMLC_* variables (see fserver_node.py).
 """
 
 import importlib.util
+import os
+import signal
+import sys
 
 import pytest
 
 import afmesh
 import afmesh.fserver as fserver
+from conftest import HERE, free_address, node_env
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -48,6 +52,26 @@ def test_stepmesh_trip_ups_work_or_are_refused_saying_what_to_do(run_fserver):
 def test_a_server_that_stops_is_a_membership_event_for_the_worker(run_fserver):
     out = run_fserver("events")
     assert "worker: server 0 stopped:" in out["worker 0"]
+
+
+def test_a_worker_loop_survives_its_server_being_replaced(processes, tmp_path):
+    """The server SIGKILLs itself after three batches; started again under its rank, it is admitted as a
+    replacement, and the worker's fserver loop retries what failed once it hears PEER_UP."""
+    address = free_address()
+    script = os.path.join(HERE, "fserver_node.py")
+    argv = [sys.executable, script, "replacement"]
+    marker = {"REPLACEMENT_MARKER": str(tmp_path / "died")}
+    processes.start("scheduler", argv, node_env("scheduler", 1, 1, address))
+    processes.start("server 0", argv, node_env("server", 1, 1, address, 0, **marker))
+    processes.start("worker 0", argv, node_env("worker", 1, 1, address, 0))
+    assert processes.wait("server 0") == -signal.SIGKILL
+    processes.start("server 0 again", argv, node_env("server", 1, 1, address, 0, **marker))
+    results = processes.wait_all()
+    outputs = "\n".join(f"---- {n} exited {code}\n{out}" for n, (code, out) in results.items())
+    assert {n: code for n, (code, _) in results.items()} == {
+        "scheduler": 0, "server 0": -signal.SIGKILL, "server 0 again": 0, "worker 0": 0}, outputs
+    assert "server: replacement True" in results["server 0 again"][1], outputs
+    assert "retried after the replacement" in results["worker 0"][1], outputs
 
 
 def test_stepmesh_variables_are_reported_in_one_warning_line(run_fserver):
