@@ -69,6 +69,7 @@ public:
     const Roster &roster() const override { return roster_; }
     int32_t rank() const override { return rank_; }
     bool replacement() const override { return replacement_; }
+    const std::vector<std::pair<Role, int32_t>> &down_at_join() const override { return down_at_join_; }
     void deliver_notices() override {
         {
             MutexLock lock(&mu_);
@@ -148,6 +149,7 @@ private:
     Roster roster_;
     int32_t rank_ = -1;
     bool replacement_ = false;
+    std::vector<std::pair<Role, int32_t>> down_at_join_;
     std::vector<Notice> held_notices_;  // I/O thread only
     bool delivering_ AFMESH_GUARDED_BY(mu_) = false;  // deliver_notices() was called, or nothing is held
 };
@@ -335,6 +337,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
             roster_ = std::move(m.roster);
             rank_ = m.your_rank;
             replacement_ = m.replacement;
+            for (const NodeId &node : m.down) down_at_join_.emplace_back(node.role, node.rank);
             // A replacement numbers its barriers on from the running cluster's.
             for (size_t g = 0; g < barriers_.size(); ++g) barriers_[g].sent = barriers_[g].done = m.barriers_done[g];
             phase_ = Phase::kMember;

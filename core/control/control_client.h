@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crypto.h"
@@ -118,6 +119,11 @@ public:
      * barrier to enter (the others passed it long ago).
      */
     virtual bool replacement() const = 0;
+    /**
+     * A replacement's peers that were down (failed, not yet replaced) when
+     * it joined: it neither dials nor waits for them. Empty otherwise.
+     */
+    virtual const std::vector<std::pair<Role, int32_t>> &down_at_join() const = 0;
     /**
      * With MembershipCallbacks::held_until_delivered: the callbacks may run
      * from now on, beginning with the notices held so far. PEER_UP is

@@ -158,6 +158,11 @@ std::vector<uint8_t> encode(const RosterMsg &m) {
     out.i32(m.your_rank);
     out.u8(m.replacement ? 1 : 0);
     for (uint64_t seq : m.barriers_done) out.u64(seq);
+    out.u32(static_cast<uint32_t>(m.down.size()));
+    for (const NodeId &node : m.down) {
+        out.u8(static_cast<uint8_t>(node.role));
+        out.i32(node.rank);
+    }
     out.raw(m.roster.cluster_key.data(), m.roster.cluster_key.size());
     out.u32(static_cast<uint32_t>(m.roster.workers.size()));
     for (const RosterEntry &e : m.roster.workers) write_entry(out, e);
@@ -179,9 +184,20 @@ Status decode(std::span<const uint8_t> payload, RosterMsg *out) {
     out->your_rank = in.i32("your_rank");
     out->replacement = read_flag(in, "replacement");
     for (uint64_t &seq : out->barriers_done) seq = in.u64("barriers_done");
+    const uint32_t down = in.count("down", 1 + 4);
+    for (uint32_t i = 0; i < down && in.ok(); ++i) {
+        const Role role = read_node_role(in, "down role");
+        out->down.push_back({role, in.i32("down rank")});
+    }
     in.raw("cluster_key", out->roster.cluster_key);
     read_entries(in, Role::kWorker, "workers", &out->roster.workers);
     read_entries(in, Role::kServer, "servers", &out->roster.servers);
+    // Every node named down is one of the roster's.
+    for (const NodeId &node : out->down) {
+        const size_t n = node.role == Role::kWorker ? out->roster.workers.size() : out->roster.servers.size();
+        if (in.ok() && (node.rank < 0 || static_cast<size_t>(node.rank) >= n))
+            in.fail("down", node_name(node) + " is not in the roster");
+    }
     return in.finish();
 }
 

@@ -13,6 +13,7 @@
 #include "control/control_client.h"
 #include "control/frame.h"
 #include "control/frame_writer.h"
+#include "control/node_id.h"
 #include "status.h"
 
 namespace afmesh::control {
@@ -63,6 +64,8 @@ struct RosterMsg {
      */
     bool replacement = false;
     std::array<uint64_t, 3> barriers_done{};
+    /** A replacement's roster: the other nodes that are down (failed, not yet replaced) as it joins. */
+    std::vector<NodeId> down{};
 };
 
 /** Refusal or eviction. Frozen layout (see frame.h): code, message. */

@@ -487,8 +487,15 @@ void SchedulerImpl::ack_replacements(PeerId acked, std::optional<NodeId> of) {
 void SchedulerImpl::release_roster(Peer &p) {
     if (!p.roster_held || !p.awaiting_acks.empty()) return;
     p.roster_held = false;
-    // Encoded now, not at admission: it carries replacements admitted meanwhile.
-    p.writer.queue(MessageType::kRoster, encode(RosterMsg{p.node.rank, roster_, true, p.barriers_done}));
+    // Encoded now, not at admission: it carries replacements admitted, and
+    // nodes lost, meanwhile.
+    RosterMsg msg{p.node.rank, roster_, true, p.barriers_done, {}};
+    for (Role role : {Role::kWorker, Role::kServer}) {
+        const int32_t n = role == Role::kWorker ? options_.num_workers : options_.num_servers;
+        for (int32_t rank = 0; rank < n; ++rank)
+            if (members_->state({role, rank}) == MemberState::kFailed) msg.down.push_back({role, rank});
+    }
+    p.writer.queue(MessageType::kRoster, encode(msg));
 }
 
 void SchedulerImpl::on_barrier(Peer &p, const Frame &frame) {

@@ -161,6 +161,13 @@ Status Node::start() {
     {
         MutexLock lock(&mu_);
         handshake_ = std::make_unique<Handshake>(control_->roster(), rank());
+        // A replacement neither dials nor waits for peers that are down as it joins.
+        assert_engines_locked();
+        for (const auto &[role, peer] : control_->down_at_join()) {
+            if (role == role_) continue;
+            down_at_join_.insert(peer);
+            fail_peer(peer, {Code::kPeerFailed, "it was down when this node joined as a replacement"});
+        }
     }
     // Peers that failed or were replaced since the roster are applied now,
     // before and while this node dials its servers (a replaced one is dialled
@@ -194,6 +201,7 @@ Status Node::connect_data_plane(Clock::time_point deadline) {
         for (const RosterEntry &server : roster.servers) {
             // on_peer_up dialled a replacement at its new address already.
             if (handshake_->incarnation(Role::kServer, server.rank) != server.incarnation) continue;
+            if (down_at_join_.count(server.rank)) continue;
             if (Status s = dial_server_locked(server); !s) return s;
         }
     }
@@ -375,8 +383,9 @@ void Node::on_handshake_message_locked(afmesh_net_conn *conn, Link &link, const 
 void Node::note_handshake_progress_locked() {
     if (data_plane_settled_.load()) return;
     assert_engines_locked();
-    const bool settled = !connect_failure_ || (role_ == Role::kWorker ? connected_ == num_servers()
-                                                                        : server_->all_workers_attached());
+    const bool settled =
+        !connect_failure_ || (role_ == Role::kWorker ? connected_ + static_cast<int>(down_at_join_.size()) >= num_servers()
+                                                     : server_->all_workers_attached());
     if (!settled) return;
     data_plane_settled_.store(true);
     progress_->notify_waiters();

@@ -164,6 +164,8 @@ private:
     LogLimiter refusal_log_ AFMESH_GUARDED_BY(mu_){std::chrono::seconds(1)};
     // Peers replaced by a new incarnation (PEER_UP) whose handshake has not completed yet.
     std::unordered_set<int32_t> replacing_ AFMESH_GUARDED_BY(mu_);
+    // A replacement's peers that were down as it joined: start() neither dials nor waits for them.
+    std::unordered_set<int32_t> down_at_join_ AFMESH_GUARDED_BY(mu_);
     bool stopped_ = false;  // the caller's thread only (stop())
     std::atomic<bool> stopping_{false};  // stop() has begun: peers failing now are not reported
     MembershipEvents events_;  // filled under mu_ and by the control thread; drained by the application

@@ -434,17 +434,10 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
     if (mode == AFMESH_BATCH_ALL_WORKERS) {
         // Ready with a worker missing means one failed (batch_ready): name
         // it, not a live worker whose request is merely still on its way.
-        // One that stopped cleanly ends the serving loop, as in ANY mode:
-        // CLOSED, not an error.
         const bool whole = std::none_of(workers_.begin(), workers_.end(), [](const auto &w) { return w->ready.empty(); });
-        for (size_t w = 0; w < workers_.size() && !whole; ++w) {
-            const Worker &worker = *workers_[w];
-            if (!worker.failed.load()) continue;
-            if (worker.failure.code() == Code::kClosed)
-                return {Code::kClosed, worker_name(static_cast<int32_t>(w)) +
-                                           " has stopped: no batch over all workers can complete any more"};
-            return peer_failure(worker_name(static_cast<int32_t>(w)), worker.failure);
-        }
+        for (size_t w = 0; w < workers_.size() && !whole; ++w)
+            if (workers_[w]->failed.load())
+                return peer_failure(worker_name(static_cast<int32_t>(w)), workers_[w]->failure);
         for (auto &worker : workers_) take(*worker);
     } else {
         for (bool progress = true; progress && *count < capacity;) {

@@ -291,11 +291,10 @@ typedef enum afmesh_batch_mode {
  * Waits for requests. Fills up to `capacity` entries of `requests`; *count
  * receives how many. In ALL_WORKERS mode entries are in worker-rank order.
  * TIMEOUT when nothing (or not every worker) arrived; PEER_FAILED when a
- * worker the batch waits for has failed (until a replacement under its rank
- * has joined: then the batch waits for that one); CLOSED in ALL_WORKERS mode
- * when a worker the batch waits for has stopped cleanly. ANY mode reports
- * each failed worker once, ignores workers that stopped cleanly, and
- * returns CLOSED once every worker has gone. When copying staged pushes to a
+ * worker the batch waits for has failed or stopped (a failed one until a
+ * replacement under its rank has joined: then the batch waits for that
+ * one). ANY mode reports each failed worker once, ignores workers that
+ * stopped cleanly, and returns CLOSED once every worker has gone. When copying staged pushes to a
  * device receive buffer fails, the device module's error is returned with
  * *count 0 and the batch stays queued: nothing is lost, get_batch again.
  */

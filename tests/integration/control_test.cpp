@@ -556,12 +556,35 @@ TEST(ControlPlane, AFailedNodeIsReplacedUnderItsRank) {
         EXPECT_EQ(notice.incarnation, new_incarnation) << notice.observer;
     }
 
+    EXPECT_TRUE(clients[1]->down_at_join().empty()) << "nobody else was down";
+
     for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.barrier(BarrierGroup::kAll, 20s); }))
         EXPECT_TRUE(s) << s.to_string();
     for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.stop(20s); }))
         EXPECT_TRUE(s) << s.to_string();
     Status done = scheduler->wait(20s);
     EXPECT_TRUE(done) << done.to_string();
+}
+
+// Two nodes down at once: the first replacement is told the other is down,
+// so that it neither dials nor waits for it.
+TEST(ControlPlane, AReplacementIsToldWhichOthersAreDown) {
+    ControlOptions options = test_options(2, 1);
+    auto scheduler = start_scheduler(options);
+    ASSERT_TRUE(scheduler);
+    options.scheduler = scheduler->address();
+    MembershipLog log;
+    auto clients = join_cluster(options, &log);
+    ASSERT_EQ(pointers(clients).size(), 3u);
+    const int32_t dead_worker = clients[1]->rank();
+    clients[1].reset();
+    clients[2].reset();  // the server
+    ASSERT_TRUE(log.wait_for_count(2, 20s)) << "worker 0 did not hear of both";
+
+    std::unique_ptr<ControlClient> replacement;
+    Status joined = ControlClient::connect(options, hello_as(Role::kWorker, dead_worker), {}, &replacement);
+    ASSERT_TRUE(joined) << joined.to_string();
+    EXPECT_EQ(replacement->down_at_join(), (std::vector<std::pair<Role, int32_t>>{{Role::kServer, 0}}));
 }
 
 }  // namespace

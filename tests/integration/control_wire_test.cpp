@@ -79,6 +79,12 @@ TEST(ControlWire, MessagesRoundTrip) {
     ASSERT_TRUE(decode(encode(RosterMsg{1, sample_roster(), true, {3, 0, 9}}), &replacement_back));
     EXPECT_TRUE(replacement_back.replacement);
     EXPECT_EQ(replacement_back.barriers_done, (std::array<uint64_t, 3>{3, 0, 9}));
+    RosterMsg with_down{1, sample_roster(), true, {}, {{Role::kServer, 0}}};
+    ASSERT_TRUE(decode(encode(with_down), &replacement_back));
+    ASSERT_EQ(replacement_back.down.size(), 1u);
+    EXPECT_EQ(replacement_back.down[0], (NodeId{Role::kServer, 0}));
+    with_down.down = {{Role::kServer, 1}};  // the sample roster has one server
+    EXPECT_EQ(decode_as<RosterMsg>(encode(with_down)).code(), Code::kInvalidArgument);
     std::vector<uint8_t> bad_flag = encode(RosterMsg{1, sample_roster(), true, {}});
     bad_flag.at(4) = 2;  // the replacement flag follows your_rank
     EXPECT_EQ(decode_as<RosterMsg>(bad_flag).code(), Code::kInvalidArgument);
@@ -139,9 +145,9 @@ TEST(ControlWire, OutOfRangeFieldsAreRefusedByName) {
 TEST(ControlWire, ARosterThatLiesAboutItsSizeOrOrderIsRefused) {
     std::vector<uint8_t> roster = encode(RosterMsg{0, sample_roster()});
     std::vector<uint8_t> lying = roster;
-    // The worker count (u32 after your_rank, the replacement flag, three barrier numbers and the
-    // key), little-endian high byte: ~2 billion entries.
-    lying[4 + 1 + 3 * 8 + crypto::kKeyBytes + 3] = 0x7f;
+    // The worker count (u32 after your_rank, the replacement flag, three barrier numbers, an empty
+    // list of nodes down and the key), little-endian high byte: ~2 billion entries.
+    lying[4 + 1 + 3 * 8 + 4 + crypto::kKeyBytes + 3] = 0x7f;
     RosterMsg m;
     Status s = decode(lying, &m);
     EXPECT_NE(s.message().find("cannot hold them"), std::string::npos) << s.to_string();

@@ -214,8 +214,9 @@ def replacement():
                 if first and batches == 3:
                     print("server: dying on purpose", flush=True)
                     os.kill(os.getpid(), signal.SIGKILL)
-        except afmesh.Closed:
-            pass  # every worker has stopped
+        except afmesh.PeerFailed as e:
+            # A batch over all workers ends with PEER_FAILED once the worker has stopped.
+            assert "it has stopped" in str(e), e
     elif ROLE == "worker":
         retried = 0
         for i in range(ITERATIONS):

@@ -4,10 +4,11 @@
     replaceable_node.py server ADDRESS RANK WORKERS SERVERS
         answers every request with its push plus 1000 x (its rank + 1); exits
         once every worker has stopped
-    replaceable_node.py worker ADDRESS RANK WORKERS SERVERS ROUNDS
+    replaceable_node.py worker ADDRESS RANK WORKERS SERVERS ROUNDS [--linger]
         ROUNDS push-pulls of [rank, round] to server 0, each answer checked,
-        then stops; with ROUNDS < 0, -ROUNDS of them and then it waits to be
-        killed
+        then stops (with --linger, once its stdin is closed: the stop waits
+        for every node, and a node that has stopped keeps out replacements);
+        with ROUNDS < 0, -ROUNDS of them and then it waits to be killed
 
 Prints one line per step, exits 0 once every check held.
 """
@@ -44,5 +45,7 @@ else:
         print("round", i, "answered", flush=True)
     if rounds < 0:
         time.sleep(3600)  # the test kills this incarnation
+    if "--linger" in sys.argv:
+        sys.stdin.read()
     worker.close()
 print("done", flush=True)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ def start_node(*args):
     """replaceable_node.py ARGS in a child process, its output in a file (a pipe nobody reads could fill up)."""
     argv = [sys.executable, os.path.join(HERE, "replaceable_node.py"), *map(str, args)]
     output = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT)
     proc.output = output
     return proc
 
@@ -39,14 +40,22 @@ def output_of(proc):
     return proc.output.read()
 
 
-def serve_forever(server):
-    """server 0: answers push + 1000 until every worker has stopped."""
-    try:
-        while True:
-            for request in server.get_batch("any", timeout=None):
-                request.respond([request.tensors[0].numpy() + 1000])
-    except afmesh.Closed:
-        pass
+def serve_forever(server, answered=None):
+    """server 0: answers push + 1000 until every worker has stopped; answered(worker) after each answer.
+
+    A worker that fails is reported once (PeerFailed) and the loop goes on: it may be replaced.
+    """
+    while True:
+        try:
+            batch = server.get_batch("any", timeout=None)
+        except afmesh.PeerFailed:
+            continue
+        except afmesh.Closed:
+            return
+        for request in batch:
+            request.respond([request.tensors[0].numpy() + 1000])
+            if answered:
+                answered(request.worker)
 
 
 def exchange(worker, server, value):
@@ -158,3 +167,44 @@ def test_a_killed_worker_is_replaced_and_batches_over_all_workers_resume(childre
         for f in [pool.submit(n.close) for n in (worker, server, scheduler)]:
             f.result(DEADLINE_S)
         assert children[1].wait(DEADLINE_S) == 0, output_of(children[1])
+
+
+def test_a_worker_is_replaced_while_a_server_is_still_down(children):
+    """Worker 1 and server 1 of a 2x2 cluster die. Worker 1's replacement joins while server 1 is still
+    down: it neither dials nor waits for it, and exchanges with server 0. Then server 1's replacement
+    joins, and both workers hear PEER_UP for it."""
+    address = free_address()
+    settings = {"AFMESH_NUM_WORKERS": 2, "AFMESH_NUM_SERVERS": 2}
+    children.append(start_node("server", address, 1, 2, 2))
+    children.append(start_node("worker", address, 1, 2, 2, -1))  # one exchange with server 0, then waits
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        scheduler_f = pool.submit(afmesh.Scheduler, address, settings)
+        server_f = pool.submit(afmesh.Server, address, {**settings, "AFMESH_RANK": 0})
+        worker_f = pool.submit(afmesh.Worker, address, {**settings, "AFMESH_RANK": 0})
+        scheduler, server0, worker = (f.result(DEADLINE_S) for f in (scheduler_f, server_f, worker_f))
+        from_worker_1 = threading.Semaphore(0)
+        serving0 = pool.submit(serve_forever, server0, lambda w: w == 1 and from_worker_1.release())
+        assert from_worker_1.acquire(timeout=DEADLINE_S), "the first worker 1 exchanged nothing"
+
+        for proc in children:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        down = next_event(worker)
+        assert (down.type, down.role, down.rank) == ("peer_down", "server", 1), down
+
+        children.append(start_node("worker", address, 1, 2, 2, 3, "--linger"))  # three exchanges with server 0
+        for _ in range(3):
+            assert from_worker_1.acquire(timeout=DEADLINE_S), "the replacement of worker 1 did not exchange\n" + \
+                output_of(children[-1])
+
+        children.append(start_node("server", address, 1, 2, 2))
+        up = next_event(worker)
+        assert (up.type, up.role, up.rank) == ("peer_up", "server", 1), up
+        assert (exchange(worker, 1, 7) == 7 + 2000).all(), "the replaced server answers"
+
+        children[2].stdin.close()  # the lingering worker 1 may stop now
+        for f in [pool.submit(n.close) for n in (worker, server0, scheduler)]:
+            f.result(DEADLINE_S)
+        serving0.result(DEADLINE_S)
+    for replacement in children[2:]:
+        assert replacement.wait(DEADLINE_S) == 0, output_of(replacement)
