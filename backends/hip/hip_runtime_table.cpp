@@ -7,6 +7,7 @@
 
 #include "afmesh/hal/device.h"
 #include "module_binding.h"
+#include "versioned_symbol.h"
 
 namespace afmesh::hip {
 namespace {
@@ -26,11 +27,10 @@ struct Loaded {
     std::string why;
 };
 
-// Binds `*slot` to `name` at `version`, the binding a linked module's reference had.
+// Binds `*slot` to `name@version`, the binding a linked module's reference had (versioned_symbol.h).
 template <typename Fn>
 bool bind(void *handle, const char *library, Fn *slot, const char *name, const char *version, Loaded *out) {
-    *slot = reinterpret_cast<Fn>(dlvsym(handle, name, version));
-    if (*slot) return true;
+    if (bind_versioned(handle, slot, name, version)) return true;
     out->status = AFMESH_HAL_ERROR;
     out->why = std::string(library) + " has no " + name + "@" + version;
     return false;
@@ -59,7 +59,7 @@ Loaded load() {
     // into the library, and the core never unloads a module (RTLD_NODELETE).
 #define AFMESH_HIP_RUNTIME_BIND(name, version)                                \
     if (!bind(handle, library, &out.api.name, #name, version, &out)) {        \
-        dlclose(handle); /* a library this module cannot use stays unmapped */ \
+        dlclose(handle); /* a library this module cannot use is let go */      \
         return out;                                                           \
     }
     AFMESH_HIP_RUNTIME_FUNCTIONS(AFMESH_HIP_RUNTIME_BIND)

@@ -9,6 +9,8 @@
 #include <climits>
 #include <cstring>
 
+#include "log.h"
+
 namespace afmesh::topology {
 namespace {
 
@@ -48,8 +50,12 @@ MemoryNodeScope::MemoryNodeScope(int node) {
 
 MemoryNodeScope::~MemoryNodeScope() {
     if (!changed_) return;
-    // MPOL_DEFAULT takes no mask; the others get back the one they had.
-    (void)set_policy(previous_mode_, previous_mode_ == MPOL_DEFAULT ? nullptr : previous_mask_);
+    // MPOL_DEFAULT takes no mask; the others get back the one they had. The
+    // kernel accepted this policy moments ago, so a refusal is unexpected:
+    // the thread keeps preferring the NIC's node, which is worth a line.
+    if (set_policy(previous_mode_, previous_mode_ == MPOL_DEFAULT ? nullptr : previous_mask_) != 0)
+        AFMESH_LOG(AFMESH_LOG_WARN, "set_mempolicy: cannot restore this thread's memory policy (mode %d): %s",
+                   previous_mode_, strerror(errno));
 }
 
 void thread_memory_policy(int *mode, int *first_node) {

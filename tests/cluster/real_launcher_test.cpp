@@ -51,25 +51,40 @@ std::vector<std::string> launcher_environment(std::vector<std::string> add) {
     return env;
 }
 
+// A TCP socket bound to 127.0.0.1:*port (0: a port the kernel picks, put
+// into *port), or -1 when the port is taken.
+int bind_loopback(int *port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(*port));
+    socklen_t len = sizeof addr;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+bool port_is_free(int port) {
+    const int fd = bind_loopback(&port);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
 // A port P on 127.0.0.1 with P + 1 free as well (torchrun takes P, the
-// scheduler P + 1), both bound at once so neither is the other.
+// scheduler P + 1): P stays bound while P + 1 is tried, so neither is the other.
 int free_port_pair() {
     for (int attempt = 0; attempt < 100; ++attempt) {
-        int a = socket(AF_INET, SOCK_STREAM, 0), b = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof addr;
-        int port = -1;
-        if (bind(a, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
-            getsockname(a, reinterpret_cast<sockaddr *>(&addr), &len) == 0) {
-            sockaddr_in next = addr;
-            next.sin_port = htons(static_cast<uint16_t>(ntohs(addr.sin_port) + 1));
-            if (bind(b, reinterpret_cast<sockaddr *>(&next), sizeof next) == 0) port = ntohs(addr.sin_port);
-        }
-        close(a);
-        close(b);
-        if (port > 0) return port;
+        int port = 0;
+        const int held = bind_loopback(&port);
+        if (held < 0) continue;
+        const bool pair = port < 65535 && port_is_free(port + 1);
+        close(held);
+        if (pair) return port;
     }
     return -1;
 }
@@ -165,14 +180,7 @@ int free_port_for_a_job() {
     std::mt19937 pick(static_cast<unsigned>(getpid()));
     for (int attempt = 0; attempt < 200; ++attempt) {
         const int port = 20001 + static_cast<int>(pick() % 19999);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        addr.sin_port = htons(static_cast<uint16_t>(port));
-        const bool free = bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
-        close(fd);
-        if (free) return port;
+        if (port_is_free(port)) return port;
     }
     return -1;
 }

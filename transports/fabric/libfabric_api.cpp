@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "versioned_symbol.h"
+
 namespace afmesh::fabric {
 namespace {
 
@@ -18,15 +20,13 @@ struct Loaded {
     Reason why;
 };
 
-// Binds `*slot` to `name` at `version`: the version the linker would have
-// recorded against these headers (objdump -T libfabric.so.1), so a newer
-// library with a changed fi_info layout under a newer version still hands
-// out the layout this module was compiled for.
+// Binds `*slot` to `name@version` (versioned_symbol.h: e.g. a newer
+// fi_info layout under a newer version is not what these headers describe).
 template <typename Fn>
 bool bind(void *handle, Fn *slot, const char *name, const char *version, Reason *why) {
-    *slot = reinterpret_cast<Fn>(dlvsym(handle, name, version));
-    if (!*slot) why->format("%s has no %s@%s", kLibrary, name, version);
-    return *slot != nullptr;
+    if (bind_versioned(handle, slot, name, version)) return true;
+    why->format("%s has no %s@%s", kLibrary, name, version);
+    return false;
 }
 
 Loaded load() {
@@ -44,6 +44,7 @@ Loaded load() {
              bind(handle, &api.fabric, "fi_fabric", "FABRIC_1.1", &out.why) &&
              bind(handle, &api.strerror, "fi_strerror", "FABRIC_1.0", &out.why) &&
              bind(handle, &api.version, "fi_version", "FABRIC_1.0", &out.why);
+    if (!out.ok) dlclose(handle);  // a library this module cannot use is let go
     return out;
 }
 
