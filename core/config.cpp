@@ -55,6 +55,8 @@ constexpr VarSpec kVars[] = {
      "interval between heartbeats: to the scheduler, and on every data link between workers and servers"},
     {"AFMESH_PEER_TIMEOUT_MS", VarType::kInt, "5000", nullptr, 50, 86400000,
      "silence after which a node is declared dead and operations involving it fail"},
+    {"AFMESH_SCHEDULER_RECONNECT_MS", VarType::kInt, "0", nullptr, 0, 86400000,
+     "how long a node that lost the scheduler keeps trying to rejoin one restarted at the same address (0: never)"},
     {"AFMESH_POLL", VarType::kEnum, "adaptive", "busy|adaptive|blocking", 0, 0,
      "completion polling: busy (spin, lowest latency), adaptive (spin briefly then sleep), blocking"},
     {"AFMESH_POLL_SPIN_US", VarType::kInt, "50", nullptr, 0, 1000000,

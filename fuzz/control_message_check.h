@@ -74,6 +74,15 @@ inline void check_control_payload(control::MessageType type, std::span<const uin
     case MessageType::kPeerDown: return control_round_trip_only<PeerDownMsg>(payload);
     case MessageType::kPeerUp: return control_round_trip_only<PeerUpMsg>(payload);
     case MessageType::kPeerUpAck: return control_round_trip_only<PeerUpAckMsg>(payload);
+    case MessageType::kRejoin: {
+        RejoinMsg m;
+        // A REJOIN is a HELLO and more: within the same limits.
+        if (control_round_trip(payload, &m)) {
+            Status s = check_hello(m.hello);
+            check(s.is_ok(), "a decoded REJOIN fails check_hello", s.message().c_str());
+        }
+        return;
+    }
     case MessageType::kStop: return control_round_trip_only<StopMsg>(payload);
     case MessageType::kStopDone: return control_round_trip_only<StopDoneMsg>(payload);
     }

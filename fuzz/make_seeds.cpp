@@ -128,6 +128,8 @@ void control_seeds(Corpus &corpus) {
     replacement.replacement = true;
     replacement.barriers_done = {4, 0, 7};
     add_control(corpus, "roster_replacement", replacement, &stream);
+    control::RejoinMsg rejoin{sample_hello(), 0x2002, sample_roster().roster.cluster_key, {3, 0, 5}};
+    add_control(corpus, "rejoin", rejoin, &stream);
     add_control(corpus, "stop", control::StopMsg{}, &stream);
     add_control(corpus, "stop_done",
                 control::StopDoneMsg{{afmesh::Code::kPeerFailed, "server 1 died instead of stopping"}}, &stream);

@@ -63,6 +63,10 @@ std::string resolve(const std::string &program) {
 // info; a user's more verbose level stays.
 bool verbose_enough(const std::string &level) { return level == "info" || level == "debug" || level == "trace"; }
 
+// How long nodes wait for a restarted scheduler under --restart: starting
+// one takes milliseconds; a scheduler that fails on start, more than this.
+constexpr int kSchedulerRestartWindowMs = 30000;
+
 std::vector<std::string> node_env(const RunOptions &o, const char *role, int rank) {
     std::vector<std::string> env;
     for (char **e = environ; *e; ++e) {
@@ -77,6 +81,10 @@ std::vector<std::string> node_env(const RunOptions &o, const char *role, int ran
     env.push_back("AFMESH_SCHEDULER=" + o.scheduler);
     env.push_back("AFMESH_NUM_WORKERS=" + std::to_string(o.workers));
     env.push_back("AFMESH_NUM_SERVERS=" + std::to_string(o.servers));
+    // With --restart, a node that loses the scheduler waits for the one
+    // started again in its place, unless the user said how long.
+    if (o.restarts > 0 && rank >= 0 && !getenv("AFMESH_SCHEDULER_RECONNECT_MS"))
+        env.push_back("AFMESH_SCHEDULER_RECONNECT_MS=" + std::to_string(kSchedulerRestartWindowMs));
     if (o.timing && rank < 0) {
         const char *level = getenv("AFMESH_LOG_LEVEL");
         if (!level || !verbose_enough(level)) {
@@ -165,14 +173,14 @@ int run(RunOptions &o) {
     auto deadline = o.timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s)
                                     : std::chrono::steady_clock::time_point::max();
     // A failed worker or server is started again under its rank; the
-    // scheduler admits it in the failed node's place. Not the scheduler:
-    // the roster lives there.
+    // scheduler admits it in the failed node's place. A failed scheduler is
+    // started again at its address, and the nodes rejoin it.
     std::map<std::string, int> restarted;
     auto restart = [&](size_t index, const ChildExit &exit) {
-        if (exit.name == "scheduler" || restarted[exit.name] >= o.restarts) return false;
+        if (restarted[exit.name] >= o.restarts) return false;
         const int n = ++restarted[exit.name];
-        fprintf(stderr, "afmesh run: %s; starting it again under its rank (restart %d of %d)\n",
-                describe(exit).c_str(), n, o.restarts);
+        fprintf(stderr, "afmesh run: %s; starting it again %s (restart %d of %d)\n", describe(exit).c_str(),
+                exit.name == "scheduler" ? "at its address" : "under its rank", n, o.restarts);
         Status s = group.respawn(index);
         if (!s) fprintf(stderr, "afmesh run: %s\n", s.message().c_str());
         return s.is_ok();
@@ -213,8 +221,9 @@ Runner define_run(CLI::App &command) {
     cli::add_count(command, "--timeout", o->timeout_s, "stop everything after this many seconds (exit 1); 0: never")
         ->type_name("SECONDS");
     cli::add_count(command, "--restart", o->restarts,
-                   "start a worker or server that fails again under its rank, up to N times each; the scheduler "
-                   "admits it in the failed node's place (0: a failure stops the cluster)")
+                   "start a node that fails again, up to N times each: a worker or server under its rank (the "
+                   "scheduler admits it in the failed node's place), the scheduler at its address (the nodes "
+                   "rejoin it; AFMESH_SCHEDULER_RECONNECT_MS defaults to 30000) (0: a failure stops the cluster)")
         ->type_name("N");
     command.add_option("program", o->program, "the program each node runs, and its arguments (after --)")
         ->required()
@@ -224,8 +233,8 @@ Runner define_run(CLI::App &command) {
         "running PROGRAM with AFMESH_ROLE, AFMESH_RANK, AFMESH_SCHEDULER,\n"
         "AFMESH_NUM_WORKERS and AFMESH_NUM_SERVERS set, and relays their output\n"
         "prefixed with their role. If one fails the others are stopped and the exit\n"
-        "status is 1, naming the one that failed (with --restart N, a worker or server\n"
-        "is first started again, up to N times). PROGRAM 'afmesh' means this program:\n"
+        "status is 1, naming the one that failed (with --restart N, it is first\n"
+        "started again, up to N times). PROGRAM 'afmesh' means this program:\n"
         "  afmesh run --workers 2 --servers 2 -- afmesh bench");
     return [o]() { return run(*o); };
 }

@@ -76,4 +76,9 @@ std::array<uint64_t, 3> BarrierTracker::adopt(NodeId node) {
     return numbers;
 }
 
+void BarrierTracker::resume(NodeId node, const std::array<uint64_t, 3> &entered) {
+    for (BarrierGroup group : {BarrierGroup::kWorkers, BarrierGroup::kServers, BarrierGroup::kAll})
+        if (group_contains(group, node.role)) last_seq_[{node, group}] = entered[static_cast<size_t>(group) - 1];
+}
+
 }  // namespace afmesh::control

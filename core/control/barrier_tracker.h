@@ -56,6 +56,11 @@ public:
      * and so lag behind, get their barriers up to that number failed at once.
      */
     std::array<uint64_t, 3> adopt(NodeId node);
+    /**
+     * A restarted scheduler's start: `node` has entered `entered` barriers
+     * (by BarrierGroup - 1) and enters the next number from here.
+     */
+    void resume(NodeId node, const std::array<uint64_t, 3> &entered);
 
 private:
     size_t group_size(BarrierGroup group) const;

@@ -4,6 +4,11 @@
 // queued; the API calls only queue a message, wake it and wait on a condition
 // variable with a deadline. All socket I/O is non-blocking, so the thread is
 // never stuck and the destructor joins it promptly.
+//
+// With ControlOptions::scheduler_reconnect, a member that loses the scheduler
+// keeps trying to reach one restarted at the same address, and REJOINs it:
+// its in-flight barriers fail, later ones wait, and the restarted
+// scheduler's roster tells it which nodes did not come back.
 #include <poll.h>
 
 #include <algorithm>
@@ -11,6 +16,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -20,6 +26,7 @@
 #include "control/frame_reader.h"
 #include "control/frame_writer.h"
 #include "control/messages.h"
+#include "control/node_id.h"
 #include "control/options_check.h"
 #include "control/socket_util.h"
 #include "control/waker.h"
@@ -81,15 +88,16 @@ public:
     Status stop(milliseconds timeout) override;
     bool scheduler_gone() const override {
         MutexLock lock(&mu_);
-        return phase_ == Phase::kLost && joined_ && !evicted_;
+        return (phase_ == Phase::kLost || phase_ == Phase::kReconnecting) && joined_ && !evicted_;
     }
 
 private:
     enum class Phase {
-        kJoining,   // HELLO sent, no roster yet
-        kMember,    // roster received
-        kFinished,  // STOP_DONE received
-        kLost,      // refused, evicted, or the scheduler is gone
+        kJoining,       // HELLO sent, no roster yet
+        kMember,        // roster received
+        kReconnecting,  // lost the scheduler; REJOINing until a restarted one sends its roster
+        kFinished,      // STOP_DONE received
+        kLost,          // refused, evicted, or the scheduler is gone for good
     };
     struct BarrierState {
         uint64_t sent = 0;  // number of the last barrier entered
@@ -100,20 +108,34 @@ private:
 
     Status reach_scheduler(Clock::time_point deadline);
     void io_loop();
+    /**
+     * Connects again to a lost scheduler's address and queues a REJOIN;
+     * false when the node gives up (its window passed, or it is exiting).
+     */
+    bool reconnect(Clock::time_point *last_heard, Clock::time_point *next_heartbeat);
+    RejoinMsg rejoin_message() const AFMESH_REQUIRES(mu_);
     /** One round: write what is queued, wait for input or a timer, handle both. False once the connection is over. */
     bool serve_once(Clock::time_point *last_heard, Clock::time_point *next_heartbeat);
     /** Reads and dispatches what arrived; false when the connection is over. */
     bool receive(Clock::time_point now, Clock::time_point *last_heard);
+    /** A restarted scheduler has taken this node back. */
+    struct SchedulerBack {};
     /** A PEER_DOWN or PEER_UP, told to the callbacks once the frames at hand are applied. */
-    using Notice = std::variant<PeerDownMsg, PeerUpMsg>;
+    using Notice = std::variant<PeerDownMsg, PeerUpMsg, SchedulerBack>;
     /** Applies one frame; false when it ends the connection. Membership notices go to `notices`. */
     bool dispatch(const Frame &frame, std::vector<Notice> *notices);
+    /** A restarted scheduler's roster: this node is a member again, and hears what changed meanwhile. */
+    bool readopted(RosterMsg m, std::vector<Notice> *notices);
+    /** Records what a notice says of a peer, in known_. */
+    void note(const Notice &notice);
     /** Whether a PEER_UP names a node of this cluster other than this one. */
     bool plausible(const RosterEntry &entry) const;
     /** Tells the callbacks the notices held so far, unless they are held until deliver_notices(). I/O thread. */
     void deliver_held();
     /** The connection ended unexpectedly: fail the waiters and, once a member, tell the user. */
     void lose(Status why) AFMESH_EXCLUDES(mu_);
+    /** The connection broke or went silent: rejoin a restarted scheduler if allowed, else lose(). */
+    void broken(Status why) AFMESH_EXCLUDES(mu_);
     /** Queues a message for the I/O thread. */
     template <class Message>
     void post_locked(const Message &message) AFMESH_REQUIRES(mu_) {
@@ -151,6 +173,10 @@ private:
     bool replacement_ = false;
     std::vector<std::pair<Role, int32_t>> down_at_join_;
     std::vector<Notice> held_notices_;  // I/O thread only
+    // I/O thread only: each other node's incarnation as last heard (0: down),
+    // to tell what a restarted scheduler's roster changes.
+    std::map<NodeId, uint64_t> known_;
+    Clock::time_point reconnect_deadline_ AFMESH_GUARDED_BY(mu_);
     bool delivering_ AFMESH_GUARDED_BY(mu_) = false;  // deliver_notices() was called, or nothing is held
 };
 
@@ -206,10 +232,60 @@ std::string ClientImpl::join_timeout_text(milliseconds waited) const {
 void ClientImpl::io_loop() {
     Clock::time_point last_heard = Clock::now();
     Clock::time_point next_heartbeat = last_heard + options_.heartbeat_interval;
-    while (serve_once(&last_heard, &next_heartbeat)) {
+    do {
+        while (serve_once(&last_heard, &next_heartbeat)) {
+        }
+        // Closing promptly tells the scheduler this node is done (after STOP_DONE) or gone.
+        fd_.reset();
+    } while (reconnect(&last_heard, &next_heartbeat));
+}
+
+bool ClientImpl::reconnect(Clock::time_point *last_heard, Clock::time_point *next_heartbeat) {
+    for (auto pause = kFirstRetry;; pause = std::min(pause * 2, kMaxRetry)) {
+        Clock::time_point give_up;
+        {
+            MutexLock lock(&mu_);
+            if (exit_requested_ || phase_ != Phase::kReconnecting) return false;
+            give_up = reconnect_deadline_;
+        }
+        deliver_held();  // deliver_notices() may have been called meanwhile
+        const Clock::time_point now = Clock::now();
+        if (now >= give_up) {
+            lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " did not come back within " +
+                                         ms_text(options_.scheduler_reconnect)});
+            return false;
+        }
+        // Bounded by one retry, so that the destructor never waits long on a connect.
+        if (connect_tcp(options_.scheduler, std::min(give_up, now + kMaxRetry), &fd_)) {
+            reader_.clear();
+            MutexLock lock(&mu_);
+            writer_ = FrameWriter();  // what was queued was for the lost scheduler
+            queue_message(writer_, rejoin_message());
+            *last_heard = Clock::now();
+            *next_heartbeat = *last_heard + options_.heartbeat_interval;
+            return true;
+        }
+        // The pause ends early when the waker rings (the destructor, deliver_notices()).
+        pollfd waker{waker_.fd(), POLLIN, 0};
+        if (poll(&waker, 1, poll_timeout_ms(std::min(give_up, Clock::now() + pause))) > 0) waker_.drain();
     }
-    // Closing promptly tells the scheduler this node is done (after STOP_DONE) or gone.
-    fd_.reset();
+}
+
+RejoinMsg ClientImpl::rejoin_message() const {
+    RejoinMsg m{{hello_,
+                 options_.num_workers,
+                 options_.num_servers,
+                 static_cast<uint32_t>(options_.heartbeat_interval.count()),
+                 static_cast<uint32_t>(options_.heartbeat_timeout.count()),
+                 options_.auth_token},
+                0,
+                roster_.cluster_key,
+                {}};
+    m.hello.hello.requested_rank = rank_;
+    m.incarnation = (hello_.role == Role::kWorker ? roster_.workers : roster_.servers).at(static_cast<size_t>(rank_))
+                        .incarnation;
+    for (size_t g = 0; g < barriers_.size(); ++g) m.barriers_entered[g] = barriers_[g].sent;
+    return m;
 }
 
 bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *next_heartbeat) {
@@ -222,8 +298,8 @@ bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *ne
         want_write = !writer_.empty();
     }
     if (!flushed) {
-        lose({Code::kPeerFailed, "lost the connection to the scheduler at " + options_.scheduler + ": " +
-                                     flushed.message()});
+        broken({Code::kPeerFailed, "lost the connection to the scheduler at " + options_.scheduler + ": " +
+                                       flushed.message()});
         return false;
     }
     pollfd fds[2] = {{fd_.get(), static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0},
@@ -238,7 +314,7 @@ bool ClientImpl::serve_once(Clock::time_point *last_heard, Clock::time_point *ne
     deliver_held();  // deliver_notices() may have been called
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !receive(now, last_heard)) return false;
     if (now >= *last_heard + options_.heartbeat_timeout) {
-        lose({Code::kPeerFailed, "no heartbeat from the scheduler at " + options_.scheduler + " for " +
+        broken({Code::kPeerFailed, "no heartbeat from the scheduler at " + options_.scheduler + " for " +
                                      ms_text(std::chrono::duration_cast<milliseconds>(now - *last_heard))});
         return false;
     }
@@ -269,11 +345,12 @@ bool ClientImpl::receive(Clock::time_point now, Clock::time_point *last_heard) {
             break;
         }
     }
+    for (const Notice &notice : notices) note(notice);
     held_notices_.insert(held_notices_.end(), std::make_move_iterator(notices.begin()),
                          std::make_move_iterator(notices.end()));
     deliver_held();
     if (open && !read) {
-        lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " went away: " + read.message()});
+        broken({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " went away: " + read.message()});
         open = false;
     }
     return open;
@@ -285,6 +362,8 @@ void ClientImpl::deliver_held() {
         if (!delivering_ || held_notices_.empty()) return;
     }
     for (const Notice &notice : std::exchange(held_notices_, {})) {
+        if (std::holds_alternative<SchedulerBack>(notice) && callbacks_.peer_up)
+            callbacks_.peer_up(RosterEntry{Role::kScheduler, 0, "", "", {}, "", 0});
         if (const auto *down = std::get_if<PeerDownMsg>(&notice); down && callbacks_.peer_down)
             callbacks_.peer_down(down->role, down->rank, down->reason);
         if (const auto *up = std::get_if<PeerUpMsg>(&notice)) {
@@ -294,6 +373,45 @@ void ClientImpl::deliver_held() {
             queue_message(writer_, PeerUpAckMsg{up->entry.role, up->entry.rank, up->entry.incarnation});
         }
     }
+}
+
+void ClientImpl::note(const Notice &notice) {
+    if (const auto *down = std::get_if<PeerDownMsg>(&notice)) known_[{down->role, down->rank}] = 0;
+    if (const auto *up = std::get_if<PeerUpMsg>(&notice)) known_[{up->entry.role, up->entry.rank}] = up->entry.incarnation;
+}
+
+bool ClientImpl::readopted(RosterMsg m, std::vector<Notice> *notices) {
+    const auto &mine = hello_.role == Role::kWorker ? m.roster.workers : m.roster.servers;
+    const auto &was = hello_.role == Role::kWorker ? roster_.workers : roster_.servers;
+    if (m.roster.workers.size() != roster_.workers.size() || m.roster.servers.size() != roster_.servers.size() ||
+        m.your_rank != rank_ || mine.at(static_cast<size_t>(rank_)).incarnation != was.at(static_cast<size_t>(rank_)).incarnation ||
+        !crypto::equal(m.roster.cluster_key, roster_.cluster_key)) {
+        lose({Code::kPeerFailed, "the restarted scheduler at " + options_.scheduler +
+                                     " sent the roster of another cluster, or of another node"});
+        return false;
+    }
+    notices->push_back(SchedulerBack{});
+    for (const NodeId &node : m.down)
+        if (known_[node] != 0)
+            notices->push_back(PeerDownMsg{node.role, node.rank, "it did not rejoin the restarted scheduler"});
+    // A replacement the old scheduler admitted whose PEER_UP never reached this node.
+    for (const auto *entries : {&m.roster.workers, &m.roster.servers})
+        for (const RosterEntry &e : *entries) {
+            const NodeId node{e.role, e.rank};
+            const bool down = std::find(m.down.begin(), m.down.end(), node) != m.down.end();
+            if (!down && e.incarnation != known_[node] && !(e.role == hello_.role && e.rank == rank_))
+                notices->push_back(PeerUpMsg{e});
+        }
+    {
+        MutexLock lock(&mu_);
+        // Barriers that failed with the old scheduler are skipped: every node numbers on from the same place.
+        for (size_t g = 0; g < barriers_.size(); ++g) barriers_[g].sent = barriers_[g].done = m.barriers_done[g];
+        phase_ = Phase::kMember;
+        if (stop_sent_) queue_message(writer_, StopMsg{});
+    }
+    cv_.notify_all();
+    AFMESH_LOG(AFMESH_LOG_INFO, "control: rejoined the restarted scheduler at %s", options_.scheduler.c_str());
+    return true;
 }
 
 bool ClientImpl::plausible(const RosterEntry &entry) const {
@@ -324,6 +442,12 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
     case MessageType::kRoster: {
         RosterMsg m;
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
+        bool rejoining;
+        {
+            MutexLock lock(&mu_);
+            rejoining = phase_ == Phase::kReconnecting;
+        }
+        if (rejoining) return readopted(std::move(m), notices);
         const auto &mine = hello_.role == Role::kWorker ? m.roster.workers : m.roster.servers;
         if (static_cast<int32_t>(m.roster.workers.size()) != options_.num_workers ||
             static_cast<int32_t>(m.roster.servers.size()) != options_.num_servers || m.your_rank < 0 ||
@@ -338,6 +462,9 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
             rank_ = m.your_rank;
             replacement_ = m.replacement;
             for (const NodeId &node : m.down) down_at_join_.emplace_back(node.role, node.rank);
+            for (const auto *entries : {&roster_.workers, &roster_.servers})
+                for (const RosterEntry &e : *entries) known_[{e.role, e.rank}] = e.incarnation;
+            for (const NodeId &node : m.down) known_[node] = 0;
             // A replacement numbers its barriers on from the running cluster's.
             for (size_t g = 0; g < barriers_.size(); ++g) barriers_[g].sent = barriers_[g].done = m.barriers_done[g];
             phase_ = Phase::kMember;
@@ -349,14 +476,15 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
     case MessageType::kError: {
         ErrorMsg m;
         if (Status s = decode(frame.payload, &m); !s) return malformed(s);
-        bool joining;
+        const char *verb;
         {
             MutexLock lock(&mu_);
-            joining = phase_ == Phase::kJoining;
+            verb = phase_ == Phase::kJoining        ? " refused this node"
+                   : phase_ == Phase::kReconnecting ? " refused this node's rejoin"
+                                                    : " evicted this node";
             evicted_ = true;
         }
-        lose({m.status.code(), "the scheduler at " + options_.scheduler + (joining ? " refused" : " evicted") +
-                                   " this node: " + m.status.message()});
+        lose({m.status.code(), "the scheduler at " + options_.scheduler + verb + ": " + m.status.message()});
         return false;
     }
     case MessageType::kBarrierDone: {
@@ -409,6 +537,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
     case MessageType::kHello:
     case MessageType::kBarrier:
     case MessageType::kPeerUpAck:
+    case MessageType::kRejoin:
     case MessageType::kStop: break;
     }
     return malformed({Code::kInvalidArgument, "a message type (" +
@@ -432,6 +561,30 @@ void ClientImpl::lose(Status why) {
     }
 }
 
+void ClientImpl::broken(Status why) {
+    {
+        MutexLock lock(&mu_);
+        if (phase_ == Phase::kReconnecting) return;  // a rejoin's connection broke: reconnect() tries again
+        if (phase_ != Phase::kMember || options_.scheduler_reconnect.count() == 0 || exit_requested_) {
+            lock.unlock();
+            return lose(std::move(why));
+        }
+        phase_ = Phase::kReconnecting;
+        lost_ = why;
+        reconnect_deadline_ = Clock::now() + options_.scheduler_reconnect;
+        // The lost scheduler took the barriers waiting on it along.
+        for (BarrierState &b : barriers_) {
+            if (b.done >= b.sent) continue;
+            b.done = b.sent;
+            b.status = {Code::kPeerFailed, "barrier: lost the scheduler while waiting (" + why.message() + ")"};
+        }
+    }
+    cv_.notify_all();
+    AFMESH_LOG(AFMESH_LOG_WARN, "control: lost the scheduler (%s); trying to rejoin it for up to %s",
+               why.message().c_str(), ms_text(options_.scheduler_reconnect).c_str());
+    if (callbacks_.peer_down) callbacks_.peer_down(Role::kScheduler, 0, why.message());
+}
+
 Status ClientImpl::usable_locked(const char *call) const {
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, std::string(call) + ": " + lost_.message()};
     if (stop_sent_) return {Code::kInvalidArgument, std::string(call) + " after stop()"};
@@ -449,7 +602,13 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
     if (std::this_thread::get_id() == io_.get_id()) {
         return {Code::kInvalidArgument, "barrier: called from a membership callback, whose thread delivers the answer"};
     }
+    const auto deadline = Clock::now() + timeout;
     MutexLock lock(&mu_);
+    // Entered while the scheduler is being rejoined: it goes to the restarted one.
+    lock.wait_until(cv_, deadline, [&]() AFMESH_REQUIRES(mu_) { return phase_ != Phase::kReconnecting; });
+    if (phase_ == Phase::kReconnecting)
+        return {Code::kPeerFailed, "barrier: the scheduler is lost (" + lost_.message() + ") and not rejoined within " +
+                                       ms_text(timeout)};
     if (Status s = usable_locked("barrier"); !s) return s;
     BarrierState &b = barriers_[static_cast<size_t>(group) - 1];
     if (b.busy) {
@@ -460,7 +619,7 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
     b.busy = true;
     post_locked(BarrierMsg{group, seq});
     bool released =
-        lock.wait_for(cv_, timeout, [&]() AFMESH_REQUIRES(mu_) { return b.done >= seq || phase_ == Phase::kLost; });
+        lock.wait_until(cv_, deadline, [&]() AFMESH_REQUIRES(mu_) { return b.done >= seq || phase_ == Phase::kLost; });
     b.busy = false;
     if (b.done >= seq) return b.status;
     if (released) return {Code::kPeerFailed, "barrier: " + lost_.message()};
@@ -477,12 +636,15 @@ Status ClientImpl::stop(milliseconds timeout) {
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
     if (!stop_sent_) {
         stop_sent_ = true;
-        post_locked(StopMsg{});
+        if (phase_ != Phase::kReconnecting) post_locked(StopMsg{});  // else readopted() sends it
     }
     lock.wait_for(cv_, timeout,
                   [&]() AFMESH_REQUIRES(mu_) { return phase_ == Phase::kFinished || phase_ == Phase::kLost; });
     if (phase_ == Phase::kFinished) return stop_result_;
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
+    if (phase_ == Phase::kReconnecting)
+        return {Code::kPeerFailed, "stop: the scheduler is lost (" + lost_.message() + ") and not rejoined within " +
+                                       ms_text(timeout)};
     std::string missing = stop_progress_ ? stop_progress_->detail : "the scheduler has not said";
     return {Code::kTimeout, "stop: not every node stopped within " + ms_text(timeout) + "; still waiting for " + missing};
 }

@@ -70,6 +70,12 @@ struct ControlOptions {
     // versa) is refused at HELLO.
     std::chrono::milliseconds heartbeat_interval{1000};
     std::chrono::milliseconds heartbeat_timeout{5000};  // silence after which a node is declared dead
+    /**
+     * How long a node that lost the scheduler keeps trying to rejoin one
+     * restarted at the same address (0: it does not). The data plane runs on
+     * meanwhile; barriers and stop wait for the rejoin.
+     */
+    std::chrono::milliseconds scheduler_reconnect{0};
 };
 
 /**
@@ -82,7 +88,11 @@ struct ControlOptions {
 struct MembershipCallbacks {
     /** A node was declared dead; (Role::kScheduler, 0, reason) when the scheduler itself is lost. */
     std::function<void(Role role, int32_t rank, const std::string &reason)> peer_down;
-    /** A failed node's replacement was admitted: `entry` is its new address and incarnation. */
+    /**
+     * A failed node's replacement was admitted: `entry` is its new address
+     * and incarnation. An entry of Role::kScheduler (no address): a restarted
+     * scheduler has adopted the cluster, with this node in it.
+     */
     std::function<void(const RosterEntry &entry)> peer_up;
     /**
      * Hold PEER_DOWN and PEER_UP from the roster on until deliver_notices():
@@ -134,9 +144,10 @@ public:
      * Blocks until every node of `group` has entered, or `timeout` (TIMEOUT).
      * Barriers are numbered per group on each node; the n-th barrier of every
      * member meets, even after a node gave up waiting on an earlier one.
-     * PEER_FAILED when a member failed or stopped, or the scheduler was lost;
-     * INVALID_ARGUMENT when this node is not in `group`, after stop(), or
-     * while another thread waits on the same group.
+     * PEER_FAILED when a member failed or stopped, or the scheduler was lost
+     * (while it is being rejoined, a barrier waits for the rejoin, and one
+     * already waiting fails); INVALID_ARGUMENT when this node is not in
+     * `group`, after stop(), or while another thread waits on the same group.
      */
     virtual Status barrier(BarrierGroup group, std::chrono::milliseconds timeout) = 0;
     /**
@@ -151,8 +162,9 @@ public:
     virtual Status stop(std::chrono::milliseconds timeout) = 0;
     /**
      * Whether the connection to the scheduler broke or went silent after the
-     * roster (not: the scheduler refused or evicted this node). Nobody can
-     * then confirm that the other nodes stopped, nor declare one dead.
+     * roster (not: the scheduler refused or evicted this node), and no
+     * restarted scheduler has taken this node back yet. Nobody can then
+     * confirm that the other nodes stopped, nor declare one dead.
      */
     virtual bool scheduler_gone() const = 0;
 };

@@ -23,6 +23,7 @@ const char *message_type_name(MessageType type) {
     case MessageType::kStopDone: return "STOP_DONE";
     case MessageType::kPeerUp: return "PEER_UP";
     case MessageType::kPeerUpAck: return "PEER_UP_ACK";
+    case MessageType::kRejoin: return "REJOIN";
     }
     return "UNKNOWN";
 }

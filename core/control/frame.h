@@ -22,7 +22,8 @@ namespace afmesh::control {
 inline constexpr uint32_t kFrameMagic = 0x434d4641;  // "AFMC" on the wire
 // 2: the roster carries the cluster key and each node's incarnation.
 // 3: PEER_UP and its ACK, and the roster says whether it admits a replacement.
-inline constexpr uint16_t kProtocolVersion = 3;
+// 4: REJOIN, with which the nodes of a running cluster report to a restarted scheduler.
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kFrameHeaderBytes = 12;
 /** Large enough for the roster of thousands of nodes; small enough that a stranger cannot make us allocate much. */
 inline constexpr uint32_t kMaxFramePayload = 1u << 20;
@@ -40,6 +41,7 @@ enum class MessageType : uint16_t {
     kStopDone = 10,    // scheduler -> node: every node has stopped (or failed)
     kPeerUp = 11,      // scheduler -> node: a failed node's replacement was admitted
     kPeerUpAck = 12,   // node -> scheduler: ready for that replacement (its handshake expects it)
+    kRejoin = 13,      // node -> restarted scheduler: who I am in the running cluster, and its key
 };
 
 /** "HELLO", "ROSTER"...; "UNKNOWN" for a value outside the enum. */

@@ -90,16 +90,7 @@ bool read_flag(WireReader &in, const char *field) {
     return flag == 1;
 }
 
-template <class Message>
-Status decode_empty(std::span<const uint8_t> payload) {
-    return WireReader(payload, message_type_name(Message::kType)).finish();
-}
-
-}  // namespace
-
-std::vector<uint8_t> encode(const HelloMsg &m) {
-    std::vector<uint8_t> payload;
-    ByteWriter out(payload);
+void write_hello(ByteWriter &out, const HelloMsg &m) {
     out.u8(static_cast<uint8_t>(m.hello.role));
     out.i32(m.hello.requested_rank);
     out.i32(m.num_workers);
@@ -110,11 +101,9 @@ std::vector<uint8_t> encode(const HelloMsg &m) {
     out.str(m.hello.transport);
     out.bytes(m.hello.address.data(), m.hello.address.size());
     out.str(m.hello.device);
-    return payload;
 }
 
-Status decode(std::span<const uint8_t> payload, HelloMsg *out) {
-    WireReader in(payload, "HELLO");
+void read_hello(WireReader &in, HelloMsg *out) {
     out->hello.role = read_node_role(in, "role");
     out->hello.requested_rank = in.i32("requested_rank");
     out->num_workers = in.i32("num_workers");
@@ -125,6 +114,25 @@ Status decode(std::span<const uint8_t> payload, HelloMsg *out) {
     out->hello.transport = in.str("transport", kMaxNameBytes);
     out->hello.address = in.bytes("address", kMaxAddressBytes);
     out->hello.device = in.str("device", kMaxNameBytes);
+}
+
+template <class Message>
+Status decode_empty(std::span<const uint8_t> payload) {
+    return WireReader(payload, message_type_name(Message::kType)).finish();
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode(const HelloMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    write_hello(out, m);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, HelloMsg *out) {
+    WireReader in(payload, "HELLO");
+    read_hello(in, out);
     return in.finish();
 }
 
@@ -293,6 +301,28 @@ Status decode(std::span<const uint8_t> payload, PeerUpAckMsg *out) {
     out->role = read_node_role(in, "role");
     out->rank = in.i32("rank");
     out->incarnation = in.u64("incarnation");
+    return in.finish();
+}
+
+std::vector<uint8_t> encode(const RejoinMsg &m) {
+    std::vector<uint8_t> payload;
+    ByteWriter out(payload);
+    write_hello(out, m.hello);
+    out.u64(m.incarnation);
+    out.raw(m.cluster_key.data(), m.cluster_key.size());
+    for (uint64_t seq : m.barriers_entered) out.u64(seq);
+    return payload;
+}
+
+Status decode(std::span<const uint8_t> payload, RejoinMsg *out) {
+    WireReader in(payload, "REJOIN");
+    read_hello(in, &out->hello);
+    if (in.ok() && out->hello.hello.requested_rank < 0)
+        in.fail("requested_rank", "is " + std::to_string(out->hello.hello.requested_rank) + ": a rejoining node has a rank");
+    out->incarnation = in.u64("incarnation");
+    if (in.ok() && out->incarnation == 0) in.fail("incarnation", "is 0, which no scheduler issues");
+    in.raw("cluster_key", out->cluster_key);
+    for (uint64_t &seq : out->barriers_entered) seq = in.u64("barriers_entered");
     return in.finish();
 }
 

@@ -24,12 +24,13 @@ inline constexpr size_t kMaxTokenBytes = 1024;     // auth token
 inline constexpr size_t kMaxAddressBytes = 65536;  // a transport's address blob
 inline constexpr size_t kMaxTextBytes = 16384;     // error messages, reasons, progress details
 /**
- * The largest payload a node ever sends (a HELLO with every field at its
- * limit). The scheduler reads nothing bigger, so a stranger cannot make it
- * buffer a full control frame per connection.
+ * The largest payload a node ever sends (a REJOIN, which is a HELLO and 64
+ * bytes more, with every field at its limit). The scheduler reads nothing
+ * bigger, so a stranger cannot make it buffer a full control frame per
+ * connection.
  */
 inline constexpr uint32_t kMaxNodePayload =
-    1 + 4 * 5 + (4 + kMaxTokenBytes) + 2 * (4 + kMaxNameBytes) + (4 + kMaxAddressBytes);
+    1 + 4 * 5 + (4 + kMaxTokenBytes) + 2 * (4 + kMaxNameBytes) + (4 + kMaxAddressBytes) + 8 + 32 + 3 * 8;
 static_assert(kMaxNodePayload <= kMaxFramePayload);
 
 struct HelloMsg {
@@ -118,6 +119,22 @@ struct PeerUpAckMsg {
     bool operator==(const PeerUpAckMsg &) const = default;
 };
 
+/**
+ * A node of a running cluster reconnecting to a restarted scheduler: who it
+ * is (its HELLO, with its rank as the requested one), the incarnation and the
+ * cluster key it was given, and how many barriers it has entered per group.
+ * The key is the node's proof of membership, and the only way a restarted
+ * scheduler can hand it to later replacements; it travels where the roster
+ * first carried it, on the control connection to the scheduler's address.
+ */
+struct RejoinMsg {
+    static constexpr MessageType kType = MessageType::kRejoin;
+    HelloMsg hello;
+    uint64_t incarnation = 0;
+    crypto::Key cluster_key{};
+    std::array<uint64_t, 3> barriers_entered{};  // by BarrierGroup - 1
+};
+
 struct StopMsg {
     static constexpr MessageType kType = MessageType::kStop;
 };
@@ -142,6 +159,7 @@ std::vector<uint8_t> encode(const HeartbeatMsg &m);
 std::vector<uint8_t> encode(const PeerDownMsg &m);
 std::vector<uint8_t> encode(const PeerUpMsg &m);
 std::vector<uint8_t> encode(const PeerUpAckMsg &m);
+std::vector<uint8_t> encode(const RejoinMsg &m);
 std::vector<uint8_t> encode(const StopMsg &m);
 std::vector<uint8_t> encode(const StopDoneMsg &m);
 
@@ -156,6 +174,7 @@ Status decode(std::span<const uint8_t> payload, HeartbeatMsg *out);
 Status decode(std::span<const uint8_t> payload, PeerDownMsg *out);
 Status decode(std::span<const uint8_t> payload, PeerUpMsg *out);
 Status decode(std::span<const uint8_t> payload, PeerUpAckMsg *out);
+Status decode(std::span<const uint8_t> payload, RejoinMsg *out);
 Status decode(std::span<const uint8_t> payload, StopMsg *out);
 Status decode(std::span<const uint8_t> payload, StopDoneMsg *out);
 

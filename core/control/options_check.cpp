@@ -23,6 +23,9 @@ Status check_options(const ControlOptions &o) {
                            std::to_string(value.count()));
         }
     }
+    if (o.scheduler_reconnect.count() < 0)
+        return invalid("scheduler_reconnect must be 0 (never) or more ms, not " +
+                       std::to_string(o.scheduler_reconnect.count()));
     if (o.heartbeat_interval >= o.heartbeat_timeout) {
         return invalid("heartbeat_interval (" + std::to_string(o.heartbeat_interval.count()) +
                        " ms) must be shorter than heartbeat_timeout (" +

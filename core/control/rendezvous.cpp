@@ -3,7 +3,17 @@
 
 #include <algorithm>
 
+#include "crypto.h"
+
 namespace afmesh::control {
+
+Status draw_incarnation(uint64_t *incarnation) {
+    do {
+        if (Status s = crypto::random_bytes({reinterpret_cast<uint8_t *>(incarnation), sizeof *incarnation}); !s)
+            return s;
+    } while (*incarnation == 0);
+    return Status::ok();
+}
 namespace {
 
 // Runs in time that depends only on the expected token's length, so a guesser

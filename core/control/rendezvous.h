@@ -20,6 +20,13 @@ namespace afmesh::control {
 /** The scheduler's handle for one control connection. */
 using PeerId = uint64_t;
 
+/**
+ * A random incarnation for a node entering the roster, never 0 (which means
+ * none), so that a later process under the same role and rank cannot pass
+ * for it. ERROR when the system has no randomness to give.
+ */
+Status draw_incarnation(uint64_t *incarnation);
+
 class Rendezvous {
 public:
     explicit Rendezvous(const ControlOptions &options);

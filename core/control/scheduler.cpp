@@ -8,6 +8,10 @@
 // finished: its last frames are flushed, then it is closed). The cluster-wide
 // state lives in Rendezvous (before the roster), MemberTable (after it) and
 // BarrierTracker.
+//
+// A scheduler restarted under a running cluster hears REJOIN instead of
+// HELLO first: it adopts the cluster (Adoption) instead of forming one, and
+// holds any HELLO, a replacement's, until the adoption is complete.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -18,7 +22,9 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 
+#include "control/adoption.h"
 #include "control/barrier_tracker.h"
 #include "control/control_client.h"
 #include "control/frame_reader.h"
@@ -53,22 +59,16 @@ enum class PeerPhase { kGreeting, kJoined, kMember, kClosing };
 // connected (Node::start): the scheduler's start-up timeline ends there.
 constexpr uint64_t kStartupBarrier = 1;
 
-// Each node of the roster gets a random incarnation (never 0, which means
-// none), so a later process under the same role and rank cannot pass for it.
-Status issue_incarnation(RosterEntry *entry) {
-    do {
-        if (Status s = crypto::random_bytes({reinterpret_cast<uint8_t *>(&entry->incarnation),
-                                             sizeof entry->incarnation});
-            !s)
-            return s;
-    } while (entry->incarnation == 0);
-    return Status::ok();
-}
+// How long a restarted scheduler waits, from the first REJOIN, for the rest
+// of the cluster. A live node notices the old scheduler gone within its
+// heartbeat timeout and then retries at least every second (ControlClient):
+// one timeout and two retries' worth, and a node still missing is dead.
+constexpr auto kRejoinRetries = std::chrono::seconds(2);
 
 Status issue_incarnations(Roster *roster) {
     for (auto *entries : {&roster->workers, &roster->servers}) {
         for (RosterEntry &entry : *entries) {
-            if (Status s = issue_incarnation(&entry); !s) return s;
+            if (Status s = draw_incarnation(&entry.incarnation); !s) return s;
         }
     }
     return Status::ok();
@@ -152,6 +152,11 @@ private:
     void service(Peer &p, Clock::time_point now);
     void handle(Peer &p, const Frame &frame);
     void on_hello(Peer &p, const Frame &frame);
+    void on_rejoin(Peer &p, const Frame &frame);
+    /** Why this scheduler cannot adopt a running cluster now, or OK. */
+    Status adoptable() const;
+    /** Rebuilds the roster from the nodes that rejoined; the others are down. */
+    void finish_adoption();
     void admit_replacement(Peer &p, const HelloMsg &m);
     void on_peer_up_ack(Peer &p, const Frame &frame);
     /** `acked` has taken in the PEER_UP of every replacement it was asked to (or is gone). */
@@ -187,10 +192,13 @@ private:
     UniqueFd listener_;
     const std::string address_;
     Waker waker_;
-    const crypto::Key cluster_key_;  // handed to the admitted nodes in the roster
+    const crypto::Key cluster_key_;  // handed to the admitted nodes in the roster (unless adopting one)
     std::map<PeerId, Peer> peers_;
     PeerId next_peer_ = 1;
     Rendezvous rendezvous_;
+    std::optional<Adoption> adoption_;  // restarted under a running cluster, until it is adopted
+    Clock::time_point adoption_deadline_;
+    std::map<PeerId, HelloMsg> held_hellos_;  // replacements that came during the adoption
     std::optional<MemberTable> members_;  // from the roster on
     Roster roster_;                       // as published, then as replacements change it
     std::map<NodeId, PeerId> member_peers_;
@@ -331,6 +339,7 @@ void SchedulerImpl::handle(Peer &p, const Frame &frame) {
         return;
     }
     if (p.phase == PeerPhase::kGreeting && type == MessageType::kHello) return on_hello(p, frame);
+    if (p.phase == PeerPhase::kGreeting && type == MessageType::kRejoin) return on_rejoin(p, frame);
     if (p.phase == PeerPhase::kMember && type == MessageType::kBarrier) return on_barrier(p, frame);
     if (p.phase == PeerPhase::kMember && type == MessageType::kPeerUpAck) return on_peer_up_ack(p, frame);
     if (p.phase == PeerPhase::kMember && type == MessageType::kStop) {
@@ -349,6 +358,14 @@ void SchedulerImpl::on_hello(Peer &p, const Frame &frame) {
     HelloMsg m;
     if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
     if (members_) return admit_replacement(p, m);
+    if (adoption_) {
+        // Only a replacement can join a running cluster, and which node it
+        // replaces is known once the adoption is.
+        p.phase = PeerPhase::kJoined;
+        p.role = m.hello.role;
+        held_hellos_[p.id] = std::move(m);
+        return;
+    }
     Status admitted = rendezvous_.admit(p.id, m, p.host);
     if (!admitted) {
         AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: refusing %s from %s: %s", role_name(m.hello.role), p.endpoint.c_str(),
@@ -402,6 +419,79 @@ void SchedulerImpl::publish_roster() {
                options_.num_servers);
 }
 
+void SchedulerImpl::on_rejoin(Peer &p, const Frame &frame) {
+    RejoinMsg m;
+    if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
+    const NodeId node{m.hello.hello.role, m.hello.hello.requested_rank};
+    Status admitted = adoptable();
+    if (admitted) admitted = rendezvous_.check_node(m.hello);
+    if (admitted && !adoption_) {
+        adoption_.emplace(options_.num_workers, options_.num_servers);
+        adoption_deadline_ = Clock::now() + options_.heartbeat_timeout + kRejoinRetries;
+        AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: a running cluster is rejoining; waiting up to %lld ms for its nodes",
+                   static_cast<long long>(
+                       std::chrono::duration_cast<milliseconds>(options_.heartbeat_timeout + kRejoinRetries).count()));
+    }
+    if (admitted) admitted = adoption_->admit(p.id, m, p.host);
+    if (!admitted) {
+        AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: refusing %s's rejoin from %s: %s", node_name(node).c_str(),
+                   p.endpoint.c_str(), admitted.to_string().c_str());
+        return lose(p, admitted.message(), admitted);
+    }
+    p.phase = PeerPhase::kJoined;
+    p.role = node.role;
+    AFMESH_LOG(AFMESH_LOG_DEBUG, "scheduler: %s rejoined from %s", node_name(node).c_str(), p.endpoint.c_str());
+    if (adoption_->complete()) finish_adoption();
+}
+
+Status SchedulerImpl::adoptable() const {
+    if (members_)
+        return {Code::kInvalidArgument, "this scheduler's cluster is formed: a node rejoins only a scheduler "
+                                        "restarted under its cluster, before the others have rejoined"};
+    if (rendezvous_.workers_missing() < static_cast<uint32_t>(options_.num_workers) ||
+        rendezvous_.servers_missing() < static_cast<uint32_t>(options_.num_servers))
+        return {Code::kInvalidArgument, "this scheduler is forming a new cluster: nodes have joined it with HELLO"};
+    return Status::ok();
+}
+
+void SchedulerImpl::finish_adoption() {
+    Adoption::Result adopted;
+    Status s = adoption_->finish(&adopted);
+    RosterMsg msg{-1, adopted.roster, false, adopted.barriers_entered, adopted.missing};
+    std::vector<uint8_t> payload;
+    if (s) {
+        payload = encode(msg);
+        s = roster_fits(payload);
+    }
+    adoption_.reset();
+    if (!s) {
+        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: cannot adopt the running cluster: %s", s.message().c_str());
+        for (auto &[peer, node] : adopted.placement) lose(peers_.at(peer), s.message(), s);
+        return;
+    }
+    members_.emplace(options_.num_workers, options_.num_servers);
+    roster_ = std::move(msg.roster);
+    for (NodeId node : adopted.missing) members_->mark_failed(node, "it did not rejoin the restarted scheduler");
+    for (auto &[peer, node] : adopted.placement) {
+        Peer &p = peers_.at(peer);
+        p.phase = PeerPhase::kMember;
+        p.node = node;
+        p.progress_sent.reset();
+        member_peers_[node] = peer;
+        barriers_.resume(node, adopted.barriers_entered);
+        p.writer.queue(MessageType::kRoster, with_your_rank(payload, node.rank));
+    }
+    state_changed_ = true;
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: adopted the running cluster: %zu of %d node(s) rejoined%s%s",
+               adopted.placement.size(), options_.num_workers + options_.num_servers,
+               adopted.missing.empty() ? "" : "; down: ", list_nodes(adopted.missing).c_str());
+    for (auto &[id, hello] : std::exchange(held_hellos_, {})) {
+        Peer &p = peers_.at(id);
+        p.phase = PeerPhase::kGreeting;
+        admit_replacement(p, hello);
+    }
+}
+
 // After the roster, a node can only take the place of a failed one: same
 // role, that node's rank, a new incarnation. The others hear PEER_UP and
 // connect to it; nothing of the failed incarnation passes their handshake.
@@ -410,7 +500,7 @@ void SchedulerImpl::admit_replacement(Peer &p, const HelloMsg &m) {
     Status admitted = rendezvous_.check_node(m);
     if (admitted) admitted = replaceable(m.hello, &node);
     RosterEntry entry{node.role, node.rank, p.host, m.hello.transport, m.hello.address, m.hello.device, 0};
-    if (admitted) admitted = issue_incarnation(&entry);
+    if (admitted) admitted = draw_incarnation(&entry.incarnation);
     if (admitted) {
         RosterMsg msg{node.rank, roster_, true, {}};
         (node.role == Role::kWorker ? msg.roster.workers : msg.roster.servers).at(static_cast<size_t>(node.rank)) =
@@ -527,6 +617,8 @@ void SchedulerImpl::lose(Peer &p, const std::string &reason, std::optional<Statu
     case PeerPhase::kClosing: break;
     case PeerPhase::kJoined:
         rendezvous_.withdraw(p.id);
+        if (adoption_) adoption_->withdraw(p.id);
+        held_hellos_.erase(p.id);
         AFMESH_LOG(AFMESH_LOG_WARN, "scheduler: %s left before the roster was complete: %s", p.name().c_str(),
                    reason.c_str());
         state_changed_ = true;
@@ -610,7 +702,8 @@ Peer *SchedulerImpl::member_peer(NodeId node) {
 }
 
 void SchedulerImpl::tick(Clock::time_point now) {
-    if (!members_ && !finishing_ && now >= join_deadline_) return give_up_joining();
+    if (adoption_ && now >= adoption_deadline_) finish_adoption();
+    if (!members_ && !adoption_ && !finishing_ && now >= join_deadline_) return give_up_joining();
     for (auto &[id, p] : peers_) {
         if (p.closed || p.phase == PeerPhase::kClosing) continue;
         auto silent = std::chrono::duration_cast<milliseconds>(now - p.last_heard);

@@ -16,6 +16,8 @@ void MembershipEvents::peer_up(Role role, int32_t rank, uint64_t incarnation) {
     {
         MutexLock lock(&mu_);
         if (closed_) return;
+        // The same incarnation can go down again: the scheduler, which has none, after a restart.
+        reported_down_.erase({role, rank, incarnation});
         queue_.push_back({MembershipEvent::Type::kPeerUp, role, rank, incarnation, Status::ok()});
     }
     cv_.notify_all();

@@ -35,7 +35,11 @@ class MembershipEvents {
 public:
     /** Queues PEER_DOWN for this incarnation, unless it was reported already. */
     void peer_down(Role role, int32_t rank, uint64_t incarnation, const Status &why) AFMESH_EXCLUDES(mu_);
-    /** Queues PEER_UP: a failed peer's replacement, this incarnation, is connected and usable. */
+    /**
+     * Queues PEER_UP: a failed peer's replacement, this incarnation, is
+     * connected and usable; or the scheduler (incarnation 0) was restarted
+     * and has taken this node back.
+     */
     void peer_up(Role role, int32_t rank, uint64_t incarnation) AFMESH_EXCLUDES(mu_);
     /**
      * Takes the oldest event, waiting up to `timeout` (negative: no limit).

@@ -27,6 +27,7 @@ ControlOptions control_options(const Config &config) {
     o.connect_timeout = config_ms(config, "AFMESH_CONNECT_TIMEOUT_MS");
     o.heartbeat_interval = config_ms(config, "AFMESH_HEARTBEAT_MS");
     o.heartbeat_timeout = config_ms(config, "AFMESH_PEER_TIMEOUT_MS");
+    o.scheduler_reconnect = config_ms(config, "AFMESH_SCHEDULER_RECONNECT_MS");
     return o;
 }
 
@@ -516,10 +517,12 @@ void Node::report_peer_down_locked(int32_t peer, const Status &why) {
 
 void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
     if (role == Role::kScheduler) {
-        AFMESH_LOG(AFMESH_LOG_WARN,
-                   "lost the scheduler (%s): peers are still watched by data-plane heartbeats, and this node will "
-                   "stop without the cluster-wide agreement",
-                   reason.c_str());
+        // Rejoining a restarted one is the control client's to say (AFMESH_SCHEDULER_RECONNECT_MS).
+        if (config_ms(config_, "AFMESH_SCHEDULER_RECONNECT_MS").count() == 0)
+            AFMESH_LOG(AFMESH_LOG_WARN,
+                       "lost the scheduler (%s): peers are still watched by data-plane heartbeats, and this node "
+                       "will stop without the cluster-wide agreement",
+                       reason.c_str());
         if (!stopping_.load()) events_.peer_down(Role::kScheduler, -1, 0, {Code::kPeerFailed, reason});
         return;
     }
@@ -536,6 +539,11 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
 // the new server, a server waits for the new worker to dial it. The
 // application hears PEER_UP once that handshake completes.
 void Node::on_peer_up(const RosterEntry &entry) {
+    if (entry.role == Role::kScheduler) {
+        AFMESH_LOG(AFMESH_LOG_INFO, "a restarted scheduler has taken this node back");
+        if (!stopping_.load()) events_.peer_up(Role::kScheduler, -1, 0);
+        return;
+    }
     const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
     if (entry.role != peers) return;
     MutexLock lock(&mu_);

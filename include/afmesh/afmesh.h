@@ -455,6 +455,8 @@ typedef enum afmesh_event_type {
      * A failed peer's replacement (same role and rank, a new incarnation)
      * has joined and completed its handshake with this node: operations
      * involving that rank work again. status is AFMESH_OK, reason empty.
+     * For the scheduler: one restarted at its address has taken this node
+     * back (AFMESH_SCHEDULER_RECONNECT_MS), and barriers work again.
      */
     AFMESH_EVENT_PEER_UP = 2,
 } afmesh_event_type;

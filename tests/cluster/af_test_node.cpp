@@ -35,6 +35,11 @@
 //                     [--hold PATH]       (once joined and past the first barrier, writes "ready" to
 //                                          the FIFO PATH.ready and waits for a line on PATH.go:
 //                                          hold_point.h)
+//                     [--outage-at N --hold-down PATH --hold-back PATH]  (worker: before round N,
+//                                          holds at PATH (the test kills the scheduler) and waits to
+//                                          hear it is gone; runs 3 rounds without it; then holds at
+//                                          the second PATH (the test starts it again) and waits to be
+//                                          taken back)
 //   af_test_node join --expect STATUS[,STATUS...]  (only joins; STATUS e.g. AFMESH_ERR_TIMEOUT)
 //
 // With --device the node loads the device module itself (from
@@ -82,7 +87,12 @@ struct Options {
          retry_push_pull = false, tolerate_failed_respond = false;
     std::string expect;
     std::string hold;
+    int outage_at = -1;
+    std::string hold_down, hold_back;
 };
+
+// Rounds a worker runs while the scheduler is down (--outage-at).
+constexpr int kOutageRounds = 3;
 
 [[noreturn]] void fail(const std::string &why) {
     fflush(stdout);  // what the node printed before, in order
@@ -124,6 +134,9 @@ Options parse(int argc, char **argv) {
         else if (a == "--retry-get-batch") o.retry_get_batch = true;
         else if (a == "--report-latency") o.report_latency = true;
         else if (a == "--hold") o.hold = value();
+        else if (a == "--outage-at") o.outage_at = std::stoi(value());
+        else if (a == "--hold-down") o.hold_down = value();
+        else if (a == "--hold-back") o.hold_back = value();
         else fail("unknown option " + a);
     }
     return o;
@@ -327,6 +340,11 @@ public:
     void await_all_up() {
         for (size_t peer = 0; peer < up_.size(); ++peer) await_up(static_cast<int32_t>(peer));
     }
+    /** Returns once the scheduler is known to be `up` (a restarted one took this node back) or down. */
+    void await_scheduler(bool up) {
+        while (scheduler_up_ != up)
+            if (!take_one(60000)) fail(std::string("the scheduler was not ") + (up ? "back" : "gone") + " within 60 s");
+    }
 
 private:
     std::string name(int32_t peer) const {
@@ -335,6 +353,10 @@ private:
     bool take_one(int timeout_ms) {
         std::optional<afmesh_event> event = node_.next_event(timeout_ms);
         if (!event) return false;
+        if (event->role == AFMESH_ROLE_SCHEDULER) {
+            scheduler_up_ = event->type == AFMESH_EVENT_PEER_UP;
+            printf("%s scheduler\n", scheduler_up_ ? "PEER_UP" : "PEER_DOWN");
+        }
         if (event->role == peers_) {
             const bool up = event->type == AFMESH_EVENT_PEER_UP;
             printf("%s %s\n", up ? "PEER_UP" : "PEER_DOWN", name(event->rank).c_str());
@@ -346,6 +368,7 @@ private:
     Node &node_;
     const afmesh_role peers_;
     std::vector<bool> up_;
+    bool scheduler_up_ = true;
 };
 
 int run_worker(Node &node, Memory &mem, const Options &o) {
@@ -376,6 +399,16 @@ int run_worker(Node &node, Memory &mem, const Options &o) {
     const bool took_over = node.replacement() && !o.die_once.empty() && o.die_after >= 0;
     for (int iter = took_over ? o.die_after : 0; iter < o.iters; ++iter) {
         maybe_die(o, node, iter);
+        if (iter == o.outage_at) {
+            hold(o.hold_down);  // the test kills the scheduler, then lets go
+            watch.await_scheduler(false);
+        }
+        if (o.outage_at >= 0 && iter == o.outage_at + kOutageRounds) {
+            printf("worker %d: %d rounds verified while the scheduler was down\n", rank, kOutageRounds);
+            hold(o.hold_back);  // the test starts it again
+            watch.await_scheduler(true);
+            printf("worker %d: the restarted scheduler took this node back\n", rank);
+        }
         const auto started = std::chrono::steady_clock::now();
         InFlight in_flight{node.get(), {}};
         std::vector<afmesh_handle> &handles = in_flight.handles;
@@ -648,6 +681,8 @@ int main(int argc, char **argv) {
         fail("--stream-wait goes with --device, --microbatches 1 and neither --subset nor --respond-vec");
     if (o.held_stream && (!o.device || o.stream_wait))
         fail("--held-stream goes with --device, without --stream-wait");
+    if (o.outage_at >= 0 && (o.hold_down.empty() || o.hold_back.empty()))
+        fail("--outage-at goes with --hold-down and --hold-back");
     const afmesh_role role = role_from_env();
     if (o.scenario == "join") {
         afmesh_config config{};

@@ -33,6 +33,11 @@ struct Sample {
     Status (*decode)(std::span<const uint8_t>);
 };
 
+RejoinMsg sample_rejoin() {
+    return {{{Role::kWorker, 1, "fabric", {1, 2}, "cpu"}, 2, 4, 100, 5000, ""}, 0x1234, sample_roster().cluster_key,
+            {5, 0, 2}};
+}
+
 /** One encoded sample of every message type with a payload, and its decoder. */
 std::vector<Sample> samples() {
     HelloMsg hello{{Role::kServer, 3, "tcp", {7, 8, 9}, "cpu"}, 2, 4, 100, 5000, "token"};
@@ -49,6 +54,7 @@ std::vector<Sample> samples() {
         {"PEER_UP_ACK", encode(PeerUpAckMsg{Role::kServer, 0, 77}), decode_as<PeerUpAckMsg>},
         {"ROSTER (replacement)", encode(RosterMsg{0, sample_roster(), true, {3, 0, 9}}), decode_as<RosterMsg>},
         {"STOP_DONE", encode(StopDoneMsg{Status::ok()}), decode_as<StopDoneMsg>},
+        {"REJOIN", encode(sample_rejoin()), decode_as<RejoinMsg>},
     };
 }
 
@@ -94,6 +100,20 @@ TEST(ControlWire, MessagesRoundTrip) {
     EXPECT_EQ(up_back.entry.role, Role::kServer);
     EXPECT_EQ(up_back.entry.address, (std::vector<uint8_t>{9, 9, 9}));
     EXPECT_EQ(up_back.entry.incarnation, 0xfedcba9876543210u);
+
+    RejoinMsg rejoin_back;
+    ASSERT_TRUE(decode(encode(sample_rejoin()), &rejoin_back));
+    EXPECT_EQ(rejoin_back.hello.hello.requested_rank, 1);
+    EXPECT_EQ(rejoin_back.hello.hello.transport, "fabric");
+    EXPECT_EQ(rejoin_back.incarnation, 0x1234u);
+    EXPECT_EQ(rejoin_back.cluster_key, sample_roster().cluster_key);
+    EXPECT_EQ(rejoin_back.barriers_entered, (std::array<uint64_t, 3>{5, 0, 2}));
+    RejoinMsg rankless = sample_rejoin();
+    rankless.hello.hello.requested_rank = -1;  // a rejoining node knows its rank
+    EXPECT_EQ(decode_as<RejoinMsg>(encode(rankless)).code(), Code::kInvalidArgument);
+    rankless = sample_rejoin();
+    rankless.incarnation = 0;
+    EXPECT_EQ(decode_as<RejoinMsg>(encode(rankless)).code(), Code::kInvalidArgument);
 
     BarrierDoneMsg done_back;
     ASSERT_TRUE(decode(encode(BarrierDoneMsg{BarrierGroup::kAll, 7, {Code::kPeerFailed, "gone"}}), &done_back));
