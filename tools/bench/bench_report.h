@@ -45,6 +45,7 @@ struct Row {
     uint64_t bytes_per_iteration = 0;         // both directions, every server
     Summary afmesh, floor;
     bool has_floor = false;
+    std::string floor_primitive;  // the faster raw exchange: "write" or "send" (floor.h)
     CaseCost cost;                      // the whole cluster's
     std::vector<ServerStages> stages;  // one per server, with --trace on pipeline rows
 };

@@ -9,6 +9,19 @@
 #include "log.h"
 
 namespace afmesh::bench {
+namespace {
+
+// Each message's first byte says what it is.
+constexpr uint8_t kSetupTag = 'S';   // worker -> server: where answers go, which region is the worker's
+constexpr uint8_t kPushTag = 'P';    // worker -> server: u32 answer size, then the push bytes
+constexpr uint8_t kAnswerTag = 'A';  // server -> worker: the answer bytes
+constexpr size_t kPushHeader = 1 + 4;
+
+}  // namespace
+
+const char *floor_primitive_name(FloorPrimitive primitive) {
+    return primitive == FloorPrimitive::kWrite ? "write" : "send";
+}
 
 std::vector<uint8_t> FloorCard::encode() const {
     std::vector<uint8_t> out;
@@ -75,14 +88,67 @@ Status FloorEndpoint::serve(int batch_workers, FloorCard *card) {
     return Status::ok();
 }
 
+int FloorEndpoint::send_message(afmesh_net_conn *conn, std::initializer_list<std::span<const uint8_t>> parts) {
+    message_.clear();
+    for (std::span<const uint8_t> part : parts) message_.insert(message_.end(), part.begin(), part.end());
+    int rc;
+    while ((rc = transport_->net().send(transport_->ctx(), conn, message_.data(), message_.size(), 0, 0)) ==
+           AFMESH_HAL_AGAIN)
+        progress_->poll_once();
+    if (rc == AFMESH_HAL_OK) operations_.fetch_add(1, std::memory_order_relaxed);
+    return rc;
+}
+
 // From the worker's own region, in place (its slot was checked when it arrived).
-void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes) {
+void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, const Owed &owed) {
     // The size comes from the peer: never read past its region.
-    const uint64_t n = std::min<uint64_t>(bytes, region_bytes_);
+    const uint64_t n = std::min<uint64_t>(owed.bytes, region_bytes_);
     const uint8_t *region = recv_buf_.data() + peer.slot * region_bytes_;
+    if (owed.primitive == FloorPrimitive::kMessage) {
+        (void)send_message(conn, {{&kAnswerTag, 1}, {region, n}});
+        return;
+    }
     if (transport_->net().write_imm(transport_->ctx(), conn, region, n, recv_mr_, &peer.rkey, peer.offset, 0, 0, 0) ==
         AFMESH_HAL_OK)
         operations_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool FloorEndpoint::fits_messages(uint64_t push_bytes, uint64_t pull_bytes) const {
+    const uint64_t limit = transport_->net_caps().max_send_size;
+    return kPushHeader + push_bytes <= limit && 1 + pull_bytes <= limit;
+}
+
+// A message: a worker's setup or push (server), or an answer (worker).
+void FloorEndpoint::on_message(const afmesh_net_event &ev) {
+    if (ev.len == 0) return;
+    const auto *data = static_cast<const uint8_t *>(ev.data);
+    ByteReader r(data + 1, ev.len - 1);
+    if (!serving_) {
+        if (data[0] != kAnswerTag) return;
+        // Into this server's region here, as afmesh copies an eager answer into the pull buffer.
+        const auto server = static_cast<uint64_t>(std::find(conns_.begin(), conns_.end(), ev.conn) - conns_.begin());
+        if (server < conns_.size())
+            memcpy(recv_buf_.data() + server * region_bytes_, data + 1,
+                   std::min<uint64_t>(ev.len - 1, region_bytes_));
+        answers_.fetch_add(1);
+        return;
+    }
+    Peer &peer = peers_[ev.conn];
+    if (data[0] == kSetupTag) {  // where its answers go
+        peer.rkey.key = r.u64();
+        peer.rkey.addr = r.u64();
+        peer.offset = r.u64();
+        peer.slot = r.u64();
+        peer.known = r.done() && peer.slot < recv_buf_.size() / region_bytes_;
+    } else if (data[0] == kPushTag) {
+        const uint32_t answer_bytes = r.u32();
+        // Into the worker's region here, as afmesh copies an eager push into its slice.
+        if (r.ok() && peer.known)
+            memcpy(recv_buf_.data() + peer.slot * region_bytes_, data + kPushHeader,
+                   std::min<uint64_t>(ev.len - kPushHeader, region_bytes_));
+        peer.owed.push_back({answer_bytes, FloorPrimitive::kMessage});
+    }
+    answer_owed();
 }
 
 // Answers as writes land: every answer owed to a known worker. Batching:
@@ -111,22 +177,14 @@ void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
         case AFMESH_NET_EV_CONNECTED:
             connected_.fetch_add(1);
             break;
-        case AFMESH_NET_EV_RECV: {  // server: a worker says where its answers go
-            ByteReader r(ev.data, ev.len);
-            Peer &peer = peers_[ev.conn];
-            peer.rkey.key = r.u64();
-            peer.rkey.addr = r.u64();
-            peer.offset = r.u64();
-            peer.slot = r.u64();
-            peer.known = r.done() && peer.slot < recv_buf_.size() / region_bytes_;
-            answer_owed();
+        case AFMESH_NET_EV_RECV:
+            on_message(ev);
             break;
-        }
         case AFMESH_NET_EV_IMM:
             if (!serving_) {
                 answers_.fetch_add(1);
             } else {
-                peers_[ev.conn].owed.push_back(ev.imm);  // the immediate names the answer's size
+                peers_[ev.conn].owed.push_back({ev.imm, FloorPrimitive::kWrite});  // the immediate names the answer's size
                 answer_owed();
             }
             break;
@@ -163,25 +221,34 @@ Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, int slot, s
         w.u64(recv_rkey_.addr);
         w.u64(s * region_bytes_);
         w.u64(static_cast<uint64_t>(slot));
-        if (ops.send(transport_->ctx(), conns_[s], msg.data(), msg.size(), 0, 0) != AFMESH_HAL_OK)
+        if (send_message(conns_[s], {{&kSetupTag, 1}, msg}) != AFMESH_HAL_OK)
             return {Code::kPeerFailed, "floor: send failed: " + take_module_error()};
-        operations_.fetch_add(1, std::memory_order_relaxed);
     }
     return Status::ok();
 }
 
-Status FloorEndpoint::round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns) {
+Status FloorEndpoint::round_trip(FloorPrimitive primitive, uint64_t push_bytes, uint64_t pull_bytes,
+                                 uint64_t *elapsed_ns) {
     const afmesh_net_ops &ops = transport_->net();
     answers_.store(0);
     const uint64_t start = monotonic_ns();
     for (size_t s = 0; s < conns_.size(); ++s) {
         int rc;
-        while ((rc = ops.write_imm(transport_->ctx(), conns_[s], send_buf_.data(), push_bytes, send_mr_,
-                                   &server_rkeys_[s], write_offset_, static_cast<uint32_t>(pull_bytes), 0, 0)) ==
-               AFMESH_HAL_AGAIN)
-            progress_->poll_once();
-        if (rc != AFMESH_HAL_OK) return {Code::kPeerFailed, "floor: write failed: " + take_module_error()};
-        operations_.fetch_add(1, std::memory_order_relaxed);
+        if (primitive == FloorPrimitive::kMessage) {
+            // The header and the push in one message, gathered as afmesh gathers an eager push.
+            uint8_t answer_bytes[4];
+            store_le32(answer_bytes, static_cast<uint32_t>(pull_bytes));
+            rc = send_message(conns_[s], {{&kPushTag, 1}, answer_bytes, {send_buf_.data(), push_bytes}});
+        } else {
+            while ((rc = ops.write_imm(transport_->ctx(), conns_[s], send_buf_.data(), push_bytes, send_mr_,
+                                       &server_rkeys_[s], write_offset_, static_cast<uint32_t>(pull_bytes), 0, 0)) ==
+                   AFMESH_HAL_AGAIN)
+                progress_->poll_once();
+            if (rc == AFMESH_HAL_OK) operations_.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (rc != AFMESH_HAL_OK)
+            return {Code::kPeerFailed, std::string("floor: ") + floor_primitive_name(primitive) +
+                                           " failed: " + take_module_error()};
     }
     const int n = static_cast<int>(conns_.size());
     if (!progress_->wait_until([&] { return answers_.load() >= n || failed_.load(); },

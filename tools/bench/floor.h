@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // The floor: the same exchange as afmesh's push-pull, written directly
-// against the transport module with no engine: each worker writes its push
-// bytes to every server with one write_imm; each server, on the immediate,
-// writes the pull bytes straight back, or, batching like afmesh's servers
-// in their AF step, once every worker's write has landed. Measured in the
-// same run, with the same polling style, it is what afmesh's overhead is
-// judged against.
+// against the transport module with no engine, in either of the two
+// primitives a transport offers. By write: each worker writes its push bytes
+// to every server with one write_imm; each server, on the immediate, writes
+// the pull bytes straight back. By message (sizes within caps.max_send_size):
+// each worker sends its push bytes, each server copies them into the
+// worker's region and sends the pull bytes back, which the worker copies
+// into its own, as afmesh's eager path does. Servers answer at once or,
+// batching like afmesh's servers in their AF step, once every worker's push
+// has arrived. Measured in the same run, with the same polling style, the
+// faster of the two is what afmesh's overhead is judged against: the best
+// this transport offers for the size, not afmesh's own choice.
 //
 // Its memory is afmesh's too: each peer writes into a region of its own
 // (a server keeps one per worker, a worker one per server), and a server
@@ -17,7 +22,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +42,11 @@ struct FloorCard {
     std::vector<uint8_t> encode() const;
     static bool decode(const uint8_t *data, size_t len, FloorCard *out);
 };
+
+/** The transport primitive a floor round trip uses. */
+enum class FloorPrimitive { kWrite, kMessage };
+/** "write", "send". */
+const char *floor_primitive_name(FloorPrimitive primitive);
 
 class FloorEndpoint {
 public:
@@ -57,8 +69,10 @@ public:
     // Worker side.
     /** Connects to every server; `slot` (this worker's rank) picks the region it writes into on each. */
     Status connect(const std::vector<FloorCard> &servers, int slot, std::chrono::milliseconds timeout);
-    /** One round: push `push_bytes` to every server, wait until each wrote `pull_bytes` back. */
-    Status round_trip(uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns);
+    /** Whether a round of these sizes fits in messages (the write primitive always fits). */
+    bool fits_messages(uint64_t push_bytes, uint64_t pull_bytes) const;
+    /** One round: push `push_bytes` to every server, wait until each answered `pull_bytes`. */
+    Status round_trip(FloorPrimitive primitive, uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns);
     void set_mode(PollMode mode) { progress_->set_mode(mode); }
 
     // What it cost so far (readable from any thread while it runs).
@@ -74,6 +88,9 @@ public:
 private:
     FloorEndpoint() = default;
     void dispatch(const afmesh_net_event *events, int count);
+    /** Sends `parts` as one message (the first is its tag), retrying while the send queue is full. */
+    int send_message(afmesh_net_conn *conn, std::initializer_list<std::span<const uint8_t>> parts);
+    void on_message(const afmesh_net_event &ev);
 
     std::unique_ptr<Module> transport_;
     std::unique_ptr<Progress> progress_;
@@ -87,15 +104,20 @@ private:
     // Server: where each connected worker wants its answers (from its first
     // message), and the answers it is owed, oldest first: until that message
     // arrives, or until the batch is complete.
+    struct Owed {
+        uint32_t bytes;
+        FloorPrimitive primitive;  // the push's, which its answer takes too
+    };
     struct Peer {
         bool known = false;
         afmesh_net_rkey rkey{};
         uint64_t offset = 0;  // of its region for this server's answers
         uint64_t slot = 0;    // its region here, which answers are sent from
-        std::deque<uint32_t> owed;
+        std::deque<Owed> owed;
     };
     std::unordered_map<afmesh_net_conn *, Peer> peers_;
-    void answer(afmesh_net_conn *conn, const Peer &peer, uint32_t bytes);
+    std::vector<uint8_t> message_;  // a tagged message being built (send copies it)
+    void answer(afmesh_net_conn *conn, const Peer &peer, const Owed &owed);
     void answer_owed();
     // Worker: the servers' regions, where in them it writes, and progress of the current round.
     std::vector<afmesh_net_rkey> server_rkeys_;

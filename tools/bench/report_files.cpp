@@ -52,6 +52,7 @@ ordered_json row_json(const Row &r) {
     const PerPushPull afmesh = per_push_pull(r.cost.afmesh), floor = per_push_pull(r.cost.floor);
     if (r.has_floor) {
         row["floor"] = latency(r.floor, r.bytes_per_iteration);
+        row["floor_primitive"] = r.floor_primitive;
         row["ratio"] = {{"p50", ratio_or_null(r.afmesh.p50_us, r.floor.p50_us)},
                         {"p99", ratio_or_null(r.afmesh.p99_us, r.floor.p99_us)},
                         {"max", ratio_or_null(r.afmesh.max_us, r.floor.max_us)},
