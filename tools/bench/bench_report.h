@@ -25,7 +25,7 @@ struct RunInfo {
 enum class CaseKind {
     kSize,        // one of --sizes, pushed and pulled
     kAfShape,     // --tokens x --hidden, one push-pull at a time
-    kAfPipeline,  // the AF shape, --layers x --microbatches in flight (no floor)
+    kAfPipeline,  // the AF shape, --layers x --microbatches in flight (floor: floor_lanes())
 };
 const char *case_kind_name(CaseKind kind);
 

@@ -27,7 +27,8 @@ public:
         const uint64_t largest =
             std::max({o.push_bytes(), o.pull_bytes(), *std::max_element(o.sizes.begin(), o.sizes.end())});
         FloorCard card;
-        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, workers_, &floor_);
+        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, workers_,
+                                          floor_lanes(largest, o.microbatches), &floor_);
         if (st) st = floor_->serve(o.batch == AFMESH_BATCH_ALL_WORKERS ? workers_ : 1, &card);
         if (!st) die(st.message());
         card_ = card.encode();

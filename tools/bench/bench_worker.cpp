@@ -113,7 +113,8 @@ private:
             check(afmesh_pull_bytes(node_, h, s, &n), "setup length");
             if (!FloorCard::decode(cards[s].data(), n, &decoded[s])) die("bad floor card from a server");
         }
-        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, servers_, &floor_);
+        Status st = FloorEndpoint::create(Config::process(), PollMode::kBlocking, largest, servers_,
+                                          floor_lanes(largest, o_.microbatches), &floor_);
         if (st) st = floor_->connect(decoded, rank_, std::chrono::seconds(30));
         if (!st) die(st.message());
     }
@@ -227,13 +228,33 @@ private:
                 verify(c, static_cast<size_t>(mb) * servers_, iteration - o_.microbatches + 1 + mb);
             }
         };
-        enter_phase(poll, Phase::kAfmesh);
-        for (int i = 0; i < std::max(1, o_.warmup / o_.layers); ++i)
-            for (int l = 0; l < o_.layers; ++l) layer(false);
-        for (Sampler s = sampler(1); s.more();)
-            for (int l = 0; l < o_.layers; ++l) layer(true);
+        // The floor: the same layers on the raw transport, in alternating blocks as in measure().
+        row.has_floor = floor_->pipelines();
+        row.floor_primitive = floor_primitive_name(FloorPrimitive::kWrite);
+        std::vector<uint64_t> floor_ns;
+        auto floor_layer = [&](bool record) {
+            if (Status st = floor_->pipeline_layer(c.push, c.pull, record ? &floor_ns : nullptr); !st)
+                die(st.message());
+            for (int mb = 0; mb < o_.microbatches; ++mb) meter_->count_push_pull();
+        };
+        const int blocks = row.has_floor ? kBlocks : 1;
+        const int warmup = std::max(1, o_.warmup / o_.layers / blocks);
+        for (int block = 0; block < blocks; ++block) {
+            enter_phase(poll, Phase::kAfmesh);
+            for (int i = 0; i < warmup; ++i)
+                for (int l = 0; l < o_.layers; ++l) layer(false);
+            for (Sampler s = sampler(blocks); s.more();)
+                for (int l = 0; l < o_.layers; ++l) layer(true);
+            if (!row.has_floor) continue;
+            enter_phase(poll, Phase::kFloor);
+            for (int i = 0; i < warmup; ++i)
+                for (int l = 0; l < o_.layers; ++l) floor_layer(false);
+            for (Sampler s = sampler(blocks); s.more();)
+                for (int l = 0; l < o_.layers; ++l) floor_layer(true);
+        }
         row.cost = finish_case(poll);
         row.afmesh = summarize(ns);
+        if (row.has_floor) row.floor = summarize(floor_ns);
         for (auto &server : stages) {
             ServerStages st;
             double *out[] = {&st.request_net_us, &st.batch_wait_us, &st.compute_us, &st.response_net_us};

@@ -17,7 +17,16 @@ constexpr uint8_t kPushTag = 'P';    // worker -> server: u32 answer size, then 
 constexpr uint8_t kAnswerTag = 'A';  // server -> worker: the answer bytes
 constexpr size_t kPushHeader = 1 + 4;
 
+// With lanes, a push's immediate is lane << kLaneShift | answer size; an answer's, its lane.
+constexpr unsigned kLaneShift = 26;
+constexpr uint32_t kSizeMask = (uint32_t{1} << kLaneShift) - 1;
+constexpr int kMaxLanes = 1 << (32 - kLaneShift);
+
 }  // namespace
+
+int floor_lanes(uint64_t bytes, int microbatches) {
+    return bytes <= kSizeMask && microbatches <= kMaxLanes ? std::max(microbatches, 1) : 1;
+}
 
 const char *floor_primitive_name(FloorPrimitive primitive) {
     return primitive == FloorPrimitive::kWrite ? "write" : "send";
@@ -40,13 +49,16 @@ bool FloorCard::decode(const uint8_t *data, size_t len, FloorCard *out) {
     return r.ok();
 }
 
-Status FloorEndpoint::create(const Config &config, PollMode mode, uint64_t bytes, int peers,
+Status FloorEndpoint::create(const Config &config, PollMode mode, uint64_t bytes, int peers, int lanes,
                              std::unique_ptr<FloorEndpoint> *out) {
     std::unique_ptr<FloorEndpoint> ep(new FloorEndpoint());
     if (Status s = select_module(config, AFMESH_MODULE_TRANSPORT, &ep->transport_); !s) return s;
-    ep->region_bytes_ = bytes;
+    ep->lane_bytes_ = bytes;
+    ep->lanes_ = std::max(lanes, 1);
+    ep->lane_answers_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(ep->lanes_));
+    ep->region_bytes_ = bytes * static_cast<uint64_t>(ep->lanes_);
     ep->send_buf_.assign(bytes, 0x5a);
-    ep->recv_buf_.assign(bytes * static_cast<uint64_t>(std::max(peers, 1)), 0);
+    ep->recv_buf_.assign(ep->region_bytes_ * static_cast<uint64_t>(std::max(peers, 1)), 0);
     afmesh_net_mem mem{};
     mem.struct_size = sizeof mem;
     mem.kind = AFMESH_MEM_HOST;
@@ -101,15 +113,16 @@ int FloorEndpoint::send_message(afmesh_net_conn *conn, std::initializer_list<std
 
 // From the worker's own region, in place (its slot was checked when it arrived).
 void FloorEndpoint::answer(afmesh_net_conn *conn, const Peer &peer, const Owed &owed) {
-    // The size comes from the peer: never read past its region.
-    const uint64_t n = std::min<uint64_t>(owed.bytes, region_bytes_);
-    const uint8_t *region = recv_buf_.data() + peer.slot * region_bytes_;
+    // The size comes from the peer: never read past its lane.
+    const uint64_t n = std::min<uint64_t>(owed.bytes, lane_bytes_);
+    const uint64_t lane_offset = static_cast<uint64_t>(owed.lane) * lane_bytes_;
+    const uint8_t *lane = recv_buf_.data() + peer.slot * region_bytes_ + lane_offset;
     if (owed.primitive == FloorPrimitive::kMessage) {
-        (void)send_message(conn, {{&kAnswerTag, 1}, {region, n}});
+        (void)send_message(conn, {{&kAnswerTag, 1}, {lane, n}});
         return;
     }
-    if (transport_->net().write_imm(transport_->ctx(), conn, region, n, recv_mr_, &peer.rkey, peer.offset, 0, 0, 0) ==
-        AFMESH_HAL_OK)
+    if (transport_->net().write_imm(transport_->ctx(), conn, lane, n, recv_mr_, &peer.rkey, peer.offset + lane_offset,
+                                    static_cast<uint32_t>(owed.lane), 0, 0) == AFMESH_HAL_OK)
         operations_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -128,8 +141,7 @@ void FloorEndpoint::on_message(const afmesh_net_event &ev) {
         // Into this server's region here, as afmesh copies an eager answer into the pull buffer.
         const auto server = static_cast<uint64_t>(std::find(conns_.begin(), conns_.end(), ev.conn) - conns_.begin());
         if (server < conns_.size())
-            memcpy(recv_buf_.data() + server * region_bytes_, data + 1,
-                   std::min<uint64_t>(ev.len - 1, region_bytes_));
+            memcpy(recv_buf_.data() + server * region_bytes_, data + 1, std::min<uint64_t>(ev.len - 1, lane_bytes_));
         answers_.fetch_add(1);
         return;
     }
@@ -145,7 +157,7 @@ void FloorEndpoint::on_message(const afmesh_net_event &ev) {
         // Into the worker's region here, as afmesh copies an eager push into its slice.
         if (r.ok() && peer.known)
             memcpy(recv_buf_.data() + peer.slot * region_bytes_, data + kPushHeader,
-                   std::min<uint64_t>(ev.len - kPushHeader, region_bytes_));
+                   std::min<uint64_t>(ev.len - kPushHeader, lane_bytes_));
         peer.owed.push_back({answer_bytes, FloorPrimitive::kMessage});
     }
     answer_owed();
@@ -182,9 +194,13 @@ void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
             break;
         case AFMESH_NET_EV_IMM:
             if (!serving_) {
+                if (ev.imm < static_cast<uint32_t>(lanes_)) lane_answers_[ev.imm].fetch_add(1);
                 answers_.fetch_add(1);
-            } else {
-                peers_[ev.conn].owed.push_back({ev.imm, FloorPrimitive::kWrite});  // the immediate names the answer's size
+            } else if (lanes_ == 1) {
+                peers_[ev.conn].owed.push_back({ev.imm, FloorPrimitive::kWrite});  // the immediate is the answer's size
+                answer_owed();
+            } else if (const auto lane = static_cast<int>(ev.imm >> kLaneShift); lane < lanes_) {
+                peers_[ev.conn].owed.push_back({ev.imm & kSizeMask, FloorPrimitive::kWrite, lane});
                 answer_owed();
             }
             break;
@@ -229,7 +245,6 @@ Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, int slot, s
 
 Status FloorEndpoint::round_trip(FloorPrimitive primitive, uint64_t push_bytes, uint64_t pull_bytes,
                                  uint64_t *elapsed_ns) {
-    const afmesh_net_ops &ops = transport_->net();
     answers_.store(0);
     const uint64_t start = monotonic_ns();
     for (size_t s = 0; s < conns_.size(); ++s) {
@@ -240,22 +255,52 @@ Status FloorEndpoint::round_trip(FloorPrimitive primitive, uint64_t push_bytes, 
             store_le32(answer_bytes, static_cast<uint32_t>(pull_bytes));
             rc = send_message(conns_[s], {{&kPushTag, 1}, answer_bytes, {send_buf_.data(), push_bytes}});
         } else {
-            while ((rc = ops.write_imm(transport_->ctx(), conns_[s], send_buf_.data(), push_bytes, send_mr_,
-                                       &server_rkeys_[s], write_offset_, static_cast<uint32_t>(pull_bytes), 0, 0)) ==
-                   AFMESH_HAL_AGAIN)
-                progress_->poll_once();
-            if (rc == AFMESH_HAL_OK) operations_.fetch_add(1, std::memory_order_relaxed);
+            rc = write_push(s, 0, push_bytes, pull_bytes);
         }
         if (rc != AFMESH_HAL_OK)
             return {Code::kPeerFailed, std::string("floor: ") + floor_primitive_name(primitive) +
                                            " failed: " + take_module_error()};
     }
+    if (Status s = await_answers(answers_); !s) return s;
+    *elapsed_ns = monotonic_ns() - start;
+    return Status::ok();
+}
+
+int FloorEndpoint::write_push(size_t s, int lane, uint64_t push_bytes, uint64_t pull_bytes) {
+    const uint32_t imm = lanes_ == 1 ? static_cast<uint32_t>(pull_bytes)
+                                     : static_cast<uint32_t>(lane) << kLaneShift | static_cast<uint32_t>(pull_bytes);
+    const afmesh_net_ops &ops = transport_->net();
+    int rc;
+    while ((rc = ops.write_imm(transport_->ctx(), conns_[s], send_buf_.data(), push_bytes, send_mr_,
+                               &server_rkeys_[s], write_offset_ + static_cast<uint64_t>(lane) * lane_bytes_, imm, 0,
+                               0)) == AFMESH_HAL_AGAIN)
+        progress_->poll_once();
+    if (rc == AFMESH_HAL_OK) operations_.fetch_add(1, std::memory_order_relaxed);
+    return rc;
+}
+
+Status FloorEndpoint::await_answers(const std::atomic<int> &answers) {
     const int n = static_cast<int>(conns_.size());
-    if (!progress_->wait_until([&] { return answers_.load() >= n || failed_.load(); },
+    if (!progress_->wait_until([&] { return answers.load() >= n || failed_.load(); },
                                Clock::now() + std::chrono::seconds(30)) ||
         failed_.load())
         return {Code::kPeerFailed, "floor: a server did not answer"};
-    *elapsed_ns = monotonic_ns() - start;
+    return Status::ok();
+}
+
+Status FloorEndpoint::pipeline_layer(uint64_t push_bytes, uint64_t pull_bytes, std::vector<uint64_t> *lane_ns) {
+    std::vector<uint64_t> posted(static_cast<size_t>(lanes_));
+    for (int lane = 0; lane < lanes_; ++lane) lane_answers_[lane].store(0);
+    for (int lane = 0; lane < lanes_; ++lane) {
+        posted[lane] = monotonic_ns();
+        for (size_t s = 0; s < conns_.size(); ++s)
+            if (write_push(s, lane, push_bytes, pull_bytes) != AFMESH_HAL_OK)
+                return {Code::kPeerFailed, "floor: write failed: " + take_module_error()};
+    }
+    for (int lane = 0; lane < lanes_; ++lane) {
+        if (Status s = await_answers(lane_answers_[lane]); !s) return s;
+        if (lane_ns) lane_ns->push_back(monotonic_ns() - posted[lane]);
+    }
     return Status::ok();
 }
 

@@ -17,7 +17,9 @@
 // answers a worker from that worker's region, as the bench's servers answer
 // from the receive slice. With one region shared by every peer the floor
 // would do what no application can (two answers landing in one buffer) and
-// its copies would touch half the memory afmesh's do.
+// its copies would touch half the memory afmesh's do. For the AF pipeline,
+// each region holds one lane per micro-batch in flight, as afmesh's servers
+// keep one slice per micro-batch key.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,14 @@ struct FloorCard {
     static bool decode(const uint8_t *data, size_t len, FloorCard *out);
 };
 
+/**
+ * How many micro-batches the floor keeps in flight for the AF pipeline:
+ * `microbatches`, where a write's immediate can name the lane beside the
+ * answer's size (below 64 MiB, at most 64 lanes); else 1, and the pipeline
+ * has no floor. Both ends compute it from the same options.
+ */
+int floor_lanes(uint64_t bytes, int microbatches);
+
 /** The transport primitive a floor round trip uses. */
 enum class FloorPrimitive { kWrite, kMessage };
 /** "write", "send". */
@@ -52,9 +62,10 @@ class FloorEndpoint {
 public:
     /**
      * Loads the transport the configuration selects and registers `bytes`
-     * to send from and `bytes` for each of `peers` to receive into.
+     * to send from and, for each of `peers`, `lanes` x `bytes` to receive
+     * into (floor_lanes()).
      */
-    static Status create(const Config &config, PollMode mode, uint64_t bytes, int peers,
+    static Status create(const Config &config, PollMode mode, uint64_t bytes, int peers, int lanes,
                          std::unique_ptr<FloorEndpoint> *out);
     ~FloorEndpoint();
 
@@ -73,6 +84,14 @@ public:
     bool fits_messages(uint64_t push_bytes, uint64_t pull_bytes) const;
     /** One round: push `push_bytes` to every server, wait until each answered `pull_bytes`. */
     Status round_trip(FloorPrimitive primitive, uint64_t push_bytes, uint64_t pull_bytes, uint64_t *elapsed_ns);
+    /** Whether pipeline_layer() can run: more than one lane. */
+    bool pipelines() const { return lanes_ > 1; }
+    /**
+     * One layer of the AF pipeline, as afmesh's: a write per lane to every
+     * server back to back, then each lane waited for in order; each lane's
+     * time from its write to its last answer is appended to `lane_ns`.
+     */
+    Status pipeline_layer(uint64_t push_bytes, uint64_t pull_bytes, std::vector<uint64_t> *lane_ns);
     void set_mode(PollMode mode) { progress_->set_mode(mode); }
 
     // What it cost so far (readable from any thread while it runs).
@@ -88,13 +107,19 @@ public:
 private:
     FloorEndpoint() = default;
     void dispatch(const afmesh_net_event *events, int count);
+    /** Posts one write of the push for `lane` to server `s`, naming the lane and the answer's size. */
+    int write_push(size_t s, int lane, uint64_t push_bytes, uint64_t pull_bytes);
+    /** Waits until every server answered `lane` (all lanes: answers_), or one failed. */
+    Status await_answers(const std::atomic<int> &answers);
     /** Sends `parts` as one message (the first is its tag), retrying while the send queue is full. */
     int send_message(afmesh_net_conn *conn, std::initializer_list<std::span<const uint8_t>> parts);
     void on_message(const afmesh_net_event &ev);
 
     std::unique_ptr<Module> transport_;
     std::unique_ptr<Progress> progress_;
-    uint64_t region_bytes_ = 0;  // of each peer's region in recv_buf_
+    uint64_t lane_bytes_ = 0;    // of each lane of a region
+    int lanes_ = 1;
+    uint64_t region_bytes_ = 0;  // of each peer's region in recv_buf_: lanes_ x lane_bytes_
     std::vector<uint8_t> send_buf_, recv_buf_;
     afmesh_net_mr *send_mr_ = nullptr, *recv_mr_ = nullptr;
     afmesh_net_rkey recv_rkey_{};
@@ -107,6 +132,7 @@ private:
     struct Owed {
         uint32_t bytes;
         FloorPrimitive primitive;  // the push's, which its answer takes too
+        int lane = 0;
     };
     struct Peer {
         bool known = false;
@@ -123,6 +149,7 @@ private:
     std::vector<afmesh_net_rkey> server_rkeys_;
     uint64_t write_offset_ = 0;
     std::atomic<int> connected_{0}, answers_{0};
+    std::unique_ptr<std::atomic<int>[]> lane_answers_;  // per lane, in pipeline_layer()
     std::atomic<bool> failed_{false};
     // Posted from the calling thread (worker) and the progress thread (server).
     std::atomic<uint64_t> operations_{0};
