@@ -125,6 +125,25 @@ std::vector<std::unique_ptr<ControlClient>> join_cluster(const ControlOptions &o
     return clients;
 }
 
+std::vector<Status> barrier_all(const std::vector<std::unique_ptr<ControlClient>> &clients, milliseconds timeout) {
+    return on_each(pointers(clients), [&](ControlClient &c) { return c.barrier(BarrierGroup::kAll, timeout); });
+}
+
+std::vector<Status> stop_all(const std::vector<std::unique_ptr<ControlClient>> &clients, milliseconds timeout) {
+    return on_each(pointers(clients), [&](ControlClient &c) { return c.stop(timeout); });
+}
+
+std::unique_ptr<RunningCluster> start_cluster(ControlOptions options) {
+    auto cluster = std::make_unique<RunningCluster>();
+    cluster->scheduler = start_scheduler(options);
+    if (!cluster->scheduler) return nullptr;
+    options.scheduler = cluster->scheduler->address();
+    cluster->options = options;
+    cluster->clients = join_cluster(options, &cluster->log);
+    if (pointers(cluster->clients).size() != cluster->clients.size()) return nullptr;  // join_cluster said why
+    return cluster;
+}
+
 std::vector<Status> on_each(const std::vector<ControlClient *> &clients,
                             const std::function<Status(ControlClient &)> &fn) {
     std::vector<Status> results(clients.size());

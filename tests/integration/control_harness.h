@@ -116,9 +116,23 @@ private:
 /** Joins `workers` workers and `servers` servers (any rank) and expects every one to succeed. */
 std::vector<std::unique_ptr<ControlClient>> join_cluster(const ControlOptions &options, MembershipLog *log = nullptr);
 
+/** A scheduler on a free loopback port and a cluster joined to it, every membership notice logged. */
+struct RunningCluster {
+    ControlOptions options;  // .scheduler: where the scheduler listens
+    std::unique_ptr<Scheduler> scheduler;
+    MembershipLog log;
+    std::vector<std::unique_ptr<ControlClient>> clients;  // workers first, then servers
+};
+/** Starts one with `options`' topology; null, with the test failed, when any part of it fails. */
+std::unique_ptr<RunningCluster> start_cluster(ControlOptions options);
+
 /** Calls fn(client) for every non-null client on its own thread, returns the statuses in order. */
 std::vector<Status> on_each(const std::vector<ControlClient *> &clients,
                             const std::function<Status(ControlClient &)> &fn);
+
+/** Every non-null client's barrier over everyone, or its stop, at once; the statuses in order. */
+std::vector<Status> barrier_all(const std::vector<std::unique_ptr<ControlClient>> &clients, milliseconds timeout);
+std::vector<Status> stop_all(const std::vector<std::unique_ptr<ControlClient>> &clients, milliseconds timeout);
 
 /** Raw pointers to the non-null clients. */
 std::vector<ControlClient *> pointers(const std::vector<std::unique_ptr<ControlClient>> &clients);

@@ -69,7 +69,7 @@ TEST(ControlPlane, EveryNodeGetsTheSameRosterWithRanksAndAddresses) {
     }
     EXPECT_EQ(seen.size(), 4u) << "two nodes got the same rank";
 
-    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.stop(10s); })) {
+    for (const Status &s : stop_all(clients, 10s)) {
         EXPECT_TRUE(s) << s.to_string();
     }
     Status done = scheduler->wait(10s);
@@ -243,12 +243,9 @@ TEST(ControlPlane, ConnectRefusesBadArgumentsBeforeDialling) {
 }
 
 TEST(ControlPlane, BarriersOverEachGroupRelease) {
-    ControlOptions options = test_options(2, 2);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    auto clients = join_cluster(options);
-    ASSERT_EQ(pointers(clients).size(), 4u);
+    auto cluster = start_cluster(test_options(2, 2));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
     std::vector<ControlClient *> workers = {clients[0].get(), clients[1].get()};
     std::vector<ControlClient *> servers = {clients[2].get(), clients[3].get()};
 
@@ -259,7 +256,7 @@ TEST(ControlPlane, BarriersOverEachGroupRelease) {
         for (const Status &s : on_each(servers, [](ControlClient &c) { return c.barrier(BarrierGroup::kServers, 10s); })) {
             EXPECT_TRUE(s) << s.to_string();
         }
-        for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.barrier(BarrierGroup::kAll, 10s); })) {
+        for (const Status &s : barrier_all(clients, 10s)) {
             EXPECT_TRUE(s) << s.to_string();
         }
     }
@@ -268,12 +265,9 @@ TEST(ControlPlane, BarriersOverEachGroupRelease) {
 }
 
 TEST(ControlPlane, ABarrierTimesOutWhileAMemberIsAbsentThenStillLinesUp) {
-    ControlOptions options = test_options(2, 1);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    auto clients = join_cluster(options);
-    ASSERT_EQ(pointers(clients).size(), 3u);
+    auto cluster = start_cluster(test_options(2, 1));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
 
     Status alone = clients[0]->barrier(BarrierGroup::kWorkers, 100ms);
     EXPECT_EQ(alone.code(), Code::kTimeout) << alone.to_string();
@@ -286,14 +280,11 @@ TEST(ControlPlane, ABarrierTimesOutWhileAMemberIsAbsentThenStillLinesUp) {
 }
 
 TEST(ControlPlane, ABarrierFailsWhenAMemberDies) {
-    ControlOptions options = test_options(2, 1);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    auto clients = join_cluster(options);
-    ASSERT_EQ(pointers(clients).size(), 3u);
+    auto cluster = start_cluster(test_options(2, 1));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
 
-    std::thread kill([&] { clients[2].reset(); });
+    std::thread kill([&] { cluster->clients[2].reset(); });  // clang 14 captures no structured binding
     Status s = clients[0]->barrier(BarrierGroup::kAll, 20s);
     kill.join();
     EXPECT_EQ(s.code(), Code::kPeerFailed) << s.to_string();
@@ -301,13 +292,9 @@ TEST(ControlPlane, ABarrierFailsWhenAMemberDies) {
 }
 
 TEST(ControlPlane, StopWithADeadNodeReturnsAndNamesIt) {
-    ControlOptions options = test_options(2, 2);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    MembershipLog log;
-    auto clients = join_cluster(options, &log);
-    ASSERT_EQ(pointers(clients).size(), 4u);
+    auto cluster = start_cluster(test_options(2, 2));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
     // join_cluster lists workers first, so the servers are the last two.
     size_t dead = clients[2]->rank() == 1 ? 2 : 3;
     clients[dead].reset();  // abrupt: no stop()
@@ -318,7 +305,7 @@ TEST(ControlPlane, StopWithADeadNodeReturnsAndNamesIt) {
         EXPECT_EQ(notice.rank, 1) << notice.observer;
         EXPECT_TRUE(contains(notice.reason, "connection closed")) << notice.reason;
     }
-    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.stop(20s); })) {
+    for (const Status &s : stop_all(clients, 20s)) {
         EXPECT_EQ(s.code(), Code::kPeerFailed) << s.to_string();
         EXPECT_TRUE(contains(s.message(), "server 1 (connection closed")) << s.to_string();
     }
@@ -328,12 +315,9 @@ TEST(ControlPlane, StopWithADeadNodeReturnsAndNamesIt) {
 }
 
 TEST(ControlPlane, StopTimesOutNamingWhoIsMissingAndCompletesLater) {
-    ControlOptions options = test_options(1, 2);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    auto clients = join_cluster(options);
-    ASSERT_EQ(pointers(clients).size(), 3u);
+    auto cluster = start_cluster(test_options(1, 2));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
     ControlClient *late = clients[1]->rank() == 1 ? clients[1].get() : clients[2].get();
     std::vector<ControlClient *> early;
     for (const auto &c : clients) {
@@ -400,13 +384,9 @@ TEST(ControlPlane, ASilentNodeIsDeclaredDeadAndReportedToTheOthers) {
 }
 
 TEST(ControlPlane, LosingTheSchedulerIsReportedToEveryClient) {
-    ControlOptions options = test_options(1, 1);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    MembershipLog log;
-    auto clients = join_cluster(options, &log);
-    ASSERT_EQ(pointers(clients).size(), 2u);
+    auto cluster = start_cluster(test_options(1, 1));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
 
     scheduler.reset();
     ASSERT_TRUE(log.wait_for_count(2, 20s));
@@ -498,7 +478,7 @@ TEST(ControlPlane, MalformedFramesAreRejectedWithoutHarmingOthers) {
 
     auto clients = join_cluster(options);
     ASSERT_EQ(pointers(clients).size(), 2u);
-    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.stop(10s); })) {
+    for (const Status &s : stop_all(clients, 10s)) {
         EXPECT_TRUE(s) << s.to_string();
     }
     EXPECT_TRUE(scheduler->wait(20s));
@@ -514,7 +494,7 @@ TEST(ControlPlane, WorksOverIpv6Loopback) {
     auto clients = join_cluster(options);
     ASSERT_EQ(pointers(clients).size(), 2u);
     EXPECT_EQ(clients[0]->roster().workers.at(0).host, "::1");
-    for (const Status &stopped : on_each(pointers(clients), [](ControlClient &c) { return c.stop(10s); })) {
+    for (const Status &stopped : stop_all(clients, 10s)) {
         EXPECT_TRUE(stopped) << stopped.to_string();
     }
 }
@@ -524,13 +504,9 @@ TEST(ControlPlane, WorksOverIpv6Loopback) {
 // with it, and the cluster stops cleanly. A node that replaces nobody alive
 // is refused.
 TEST(ControlPlane, AFailedNodeIsReplacedUnderItsRank) {
-    ControlOptions options = test_options(2, 1);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    MembershipLog log;
-    auto clients = join_cluster(options, &log);
-    ASSERT_EQ(pointers(clients).size(), 3u);
+    auto cluster = start_cluster(test_options(2, 1));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
     const int32_t dead_rank = clients[1]->rank();  // workers come first
     const uint64_t old_incarnation = clients[0]->roster().workers.at(static_cast<size_t>(dead_rank)).incarnation;
     clients[1].reset();  // abrupt: no stop()
@@ -558,9 +534,9 @@ TEST(ControlPlane, AFailedNodeIsReplacedUnderItsRank) {
 
     EXPECT_TRUE(clients[1]->down_at_join().empty()) << "nobody else was down";
 
-    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.barrier(BarrierGroup::kAll, 20s); }))
+    for (const Status &s : barrier_all(clients, 20s))
         EXPECT_TRUE(s) << s.to_string();
-    for (const Status &s : on_each(pointers(clients), [](ControlClient &c) { return c.stop(20s); }))
+    for (const Status &s : stop_all(clients, 20s))
         EXPECT_TRUE(s) << s.to_string();
     Status done = scheduler->wait(20s);
     EXPECT_TRUE(done) << done.to_string();
@@ -569,13 +545,9 @@ TEST(ControlPlane, AFailedNodeIsReplacedUnderItsRank) {
 // Two nodes down at once: the first replacement is told the other is down,
 // so that it neither dials nor waits for it.
 TEST(ControlPlane, AReplacementIsToldWhichOthersAreDown) {
-    ControlOptions options = test_options(2, 1);
-    auto scheduler = start_scheduler(options);
-    ASSERT_TRUE(scheduler);
-    options.scheduler = scheduler->address();
-    MembershipLog log;
-    auto clients = join_cluster(options, &log);
-    ASSERT_EQ(pointers(clients).size(), 3u);
+    auto cluster = start_cluster(test_options(2, 1));
+    ASSERT_TRUE(cluster);
+    auto &[options, scheduler, log, clients] = *cluster;
     const int32_t dead_worker = clients[1]->rank();
     clients[1].reset();
     clients[2].reset();  // the server
