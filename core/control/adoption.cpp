@@ -7,12 +7,10 @@
 
 namespace afmesh::control {
 
-Adoption::Adoption(int32_t num_workers, int32_t num_servers) : num_workers_(num_workers), num_servers_(num_servers) {}
-
 Status Adoption::admit(PeerId peer, const RejoinMsg &rejoin, const std::string &host) {
     const Hello &hello = rejoin.hello.hello;
     const NodeId node{hello.role, hello.requested_rank};
-    const int32_t n = node.role == Role::kWorker ? num_workers_ : num_servers_;
+    const int32_t n = options_.nodes_of(node.role);
     if (node.rank < 0 || node.rank >= n)
         return {Code::kInvalidArgument, node_name(node) + " cannot rejoin: the cluster has " + std::to_string(n) + " " +
                                             role_name(node.role) + "(s)"};
@@ -38,8 +36,8 @@ Status Adoption::finish(Result *out) const {
     if (claims_.empty()) return {Code::kInvalidArgument, "no node has rejoined"};
     out->roster.cluster_key = claims_.begin()->second.key;
     for (Role role : {Role::kWorker, Role::kServer}) {
-        auto &entries = role == Role::kWorker ? out->roster.workers : out->roster.servers;
-        const int32_t n = role == Role::kWorker ? num_workers_ : num_servers_;
+        auto &entries = out->roster.of(role);
+        const int32_t n = options_.nodes_of(role);
         for (int32_t rank = 0; rank < n; ++rank) {
             const NodeId node{role, rank};
             if (auto it = claims_.find(node); it != claims_.end()) {

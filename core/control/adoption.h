@@ -27,7 +27,7 @@ namespace afmesh::control {
 
 class Adoption {
 public:
-    Adoption(int32_t num_workers, int32_t num_servers);
+    explicit Adoption(const ControlOptions &options) : options_(options) {}
 
     /**
      * Records the node behind `peer` (connected from `host`), whose token,
@@ -39,7 +39,7 @@ public:
     /** Forgets a node that went away before the adoption was complete. */
     void withdraw(PeerId peer);
     /** Every rank of the cluster has rejoined. */
-    bool complete() const { return claims_.size() == static_cast<size_t>(num_workers_ + num_servers_); }
+    bool complete() const { return claims_.size() == static_cast<size_t>(options_.num_workers + options_.num_servers); }
 
     struct Result {
         /**
@@ -64,7 +64,7 @@ private:
         std::array<uint64_t, 3> barriers_entered;
     };
 
-    int32_t num_workers_, num_servers_;
+    const ControlOptions options_;
     std::map<NodeId, Claim> claims_;
 };
 

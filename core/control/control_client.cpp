@@ -282,7 +282,7 @@ RejoinMsg ClientImpl::rejoin_message() const {
                 roster_.cluster_key,
                 {}};
     m.hello.hello.requested_rank = rank_;
-    m.incarnation = (hello_.role == Role::kWorker ? roster_.workers : roster_.servers).at(static_cast<size_t>(rank_))
+    m.incarnation = roster_.of(hello_.role).at(static_cast<size_t>(rank_))
                         .incarnation;
     for (size_t g = 0; g < barriers_.size(); ++g) m.barriers_entered[g] = barriers_[g].sent;
     return m;
@@ -377,14 +377,14 @@ void ClientImpl::deliver_held() {
 
 void ClientImpl::note(const Notice &notice) {
     if (const auto *down = std::get_if<PeerDownMsg>(&notice)) known_[{down->role, down->rank}] = 0;
-    if (const auto *up = std::get_if<PeerUpMsg>(&notice)) known_[{up->entry.role, up->entry.rank}] = up->entry.incarnation;
+    if (const auto *up = std::get_if<PeerUpMsg>(&notice))
+        known_[{up->entry.role, up->entry.rank}] = up->entry.incarnation;
 }
 
 bool ClientImpl::readopted(RosterMsg m, std::vector<Notice> *notices) {
-    const auto &mine = hello_.role == Role::kWorker ? m.roster.workers : m.roster.servers;
-    const auto &was = hello_.role == Role::kWorker ? roster_.workers : roster_.servers;
+    const auto me = static_cast<size_t>(rank_);
     if (m.roster.workers.size() != roster_.workers.size() || m.roster.servers.size() != roster_.servers.size() ||
-        m.your_rank != rank_ || mine.at(static_cast<size_t>(rank_)).incarnation != was.at(static_cast<size_t>(rank_)).incarnation ||
+        m.your_rank != rank_ || m.roster.of(hello_.role).at(me).incarnation != roster_.of(hello_.role).at(me).incarnation ||
         !crypto::equal(m.roster.cluster_key, roster_.cluster_key)) {
         lose({Code::kPeerFailed, "the restarted scheduler at " + options_.scheduler +
                                      " sent the roster of another cluster, or of another node"});
@@ -415,7 +415,7 @@ bool ClientImpl::readopted(RosterMsg m, std::vector<Notice> *notices) {
 }
 
 bool ClientImpl::plausible(const RosterEntry &entry) const {
-    const int32_t n = entry.role == Role::kWorker ? options_.num_workers : options_.num_servers;
+    const int32_t n = options_.nodes_of(entry.role);
     const bool me = entry.role == hello_.role && entry.rank == rank_;
     return (entry.role == Role::kWorker || entry.role == Role::kServer) && entry.rank >= 0 && entry.rank < n && !me;
 }
@@ -448,7 +448,7 @@ bool ClientImpl::dispatch(const Frame &frame, std::vector<Notice> *notices) {
             rejoining = phase_ == Phase::kReconnecting;
         }
         if (rejoining) return readopted(std::move(m), notices);
-        const auto &mine = hello_.role == Role::kWorker ? m.roster.workers : m.roster.servers;
+        const auto &mine = m.roster.of(hello_.role);
         if (static_cast<int32_t>(m.roster.workers.size()) != options_.num_workers ||
             static_cast<int32_t>(m.roster.servers.size()) != options_.num_servers || m.your_rank < 0 ||
             m.your_rank >= static_cast<int32_t>(mine.size()) ||
@@ -660,7 +660,7 @@ Status ControlClient::connect(const ControlOptions &options, const Hello &hello,
         return {Code::kInvalidArgument, std::string("a node joins as a worker or a server, not as ") +
                                             role_name(hello.role)};
     }
-    int32_t n = hello.role == Role::kWorker ? options.num_workers : options.num_servers;
+    int32_t n = options.nodes_of(hello.role);
     if (hello.requested_rank < -1 || hello.requested_rank >= n) {
         return {Code::kInvalidArgument, std::string("requested ") + role_name(hello.role) + " rank " +
                                             std::to_string(hello.requested_rank) + " is not -1 (any) or 0.." +

@@ -45,6 +45,10 @@ struct Roster {
      * over their control connections.
      */
     crypto::Key cluster_key{};
+
+    /** The entries of `role`: workers or servers. */
+    std::vector<RosterEntry> &of(Role role) { return role == Role::kWorker ? workers : servers; }
+    const std::vector<RosterEntry> &of(Role role) const { return role == Role::kWorker ? workers : servers; }
 };
 
 /** What a node tells the scheduler about itself. */
@@ -76,6 +80,9 @@ struct ControlOptions {
      * meanwhile; barriers and stop wait for the rejoin.
      */
     std::chrono::milliseconds scheduler_reconnect{0};
+
+    /** How many nodes of `role` (worker or server) the cluster has. */
+    int32_t nodes_of(Role role) const { return role == Role::kWorker ? num_workers : num_servers; }
 };
 
 /**

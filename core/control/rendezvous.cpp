@@ -108,7 +108,7 @@ Roster Rendezvous::assign(std::vector<std::pair<PeerId, NodeId>> *placement) con
     Roster roster;
     for (Role role : {Role::kWorker, Role::kServer}) {
         const std::vector<Admitted> &nodes = admitted(role);
-        std::vector<RosterEntry> &entries = role == Role::kWorker ? roster.workers : roster.servers;
+        std::vector<RosterEntry> &entries = roster.of(role);
         entries.resize(nodes.size());
         std::vector<bool> taken(nodes.size(), false);
         for (const Admitted &a : nodes) {

@@ -69,7 +69,7 @@ private:
     Status check_rank(const Hello &hello) const;
     std::vector<Admitted> &admitted(Role role) { return role == Role::kWorker ? workers_ : servers_; }
     const std::vector<Admitted> &admitted(Role role) const { return role == Role::kWorker ? workers_ : servers_; }
-    int32_t expected(Role role) const { return role == Role::kWorker ? options_.num_workers : options_.num_servers; }
+    int32_t expected(Role role) const { return options_.nodes_of(role); }
 
     const ControlOptions options_;
     std::vector<Admitted> workers_, servers_;  // in arrival order

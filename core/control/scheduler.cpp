@@ -426,7 +426,7 @@ void SchedulerImpl::on_rejoin(Peer &p, const Frame &frame) {
     Status admitted = adoptable();
     if (admitted) admitted = rendezvous_.check_node(m.hello);
     if (admitted && !adoption_) {
-        adoption_.emplace(options_.num_workers, options_.num_servers);
+        adoption_.emplace(options_);
         adoption_deadline_ = Clock::now() + options_.heartbeat_timeout + kRejoinRetries;
         AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: a running cluster is rejoining; waiting up to %lld ms for its nodes",
                    static_cast<long long>(
@@ -503,7 +503,7 @@ void SchedulerImpl::admit_replacement(Peer &p, const HelloMsg &m) {
     if (admitted) admitted = draw_incarnation(&entry.incarnation);
     if (admitted) {
         RosterMsg msg{node.rank, roster_, true, {}};
-        (node.role == Role::kWorker ? msg.roster.workers : msg.roster.servers).at(static_cast<size_t>(node.rank)) =
+        msg.roster.of(node.role).at(static_cast<size_t>(node.rank)) =
             entry;
         admitted = roster_fits(encode(msg));
     }
@@ -513,7 +513,7 @@ void SchedulerImpl::admit_replacement(Peer &p, const HelloMsg &m) {
         return lose(p, admitted.message(), admitted);
     }
     members_->mark_replaced(node);
-    (node.role == Role::kWorker ? roster_.workers : roster_.servers).at(static_cast<size_t>(node.rank)) = entry;
+    roster_.of(node.role).at(static_cast<size_t>(node.rank)) = entry;
     p.phase = PeerPhase::kMember;
     p.role = node.role;
     p.node = node;
@@ -537,7 +537,7 @@ Status SchedulerImpl::replaceable(const Hello &hello, NodeId *node) const {
     const char *role = role_name(hello.role);
     if (members_->stopping())
         return {Code::kInvalidArgument, "the cluster is stopping: it takes no replacement for a failed node"};
-    const int32_t n = hello.role == Role::kWorker ? options_.num_workers : options_.num_servers;
+    const int32_t n = options_.nodes_of(hello.role);
     if (hello.requested_rank < -1 || hello.requested_rank >= n)
         return {Code::kInvalidArgument, std::string("requested ") + role + " rank " +
                                             std::to_string(hello.requested_rank) + " is out of range: the cluster has " +
@@ -559,7 +559,7 @@ void SchedulerImpl::on_peer_up_ack(Peer &p, const Frame &frame) {
     PeerUpAckMsg m;
     if (Status s = decode(frame.payload, &m); !s) return protocol_error(p, s);
     const NodeId node{m.role, m.rank};
-    const auto &entries = m.role == Role::kWorker ? roster_.workers : roster_.servers;
+    const auto &entries = roster_.of(m.role);
     // An ack for an incarnation replaced again since is old news.
     if (m.rank < 0 || static_cast<size_t>(m.rank) >= entries.size() ||
         entries[static_cast<size_t>(m.rank)].incarnation != m.incarnation)
@@ -581,7 +581,7 @@ void SchedulerImpl::release_roster(Peer &p) {
     // nodes lost, meanwhile.
     RosterMsg msg{p.node.rank, roster_, true, p.barriers_done, {}};
     for (Role role : {Role::kWorker, Role::kServer}) {
-        const int32_t n = role == Role::kWorker ? options_.num_workers : options_.num_servers;
+        const int32_t n = options_.nodes_of(role);
         for (int32_t rank = 0; rank < n; ++rank)
             if (members_->state({role, rank}) == MemberState::kFailed) msg.down.push_back({role, rank});
     }

@@ -243,7 +243,7 @@ void Node::peer_connected_locked(int32_t peer) {
     assert_engines_locked();
     if (worker_) worker_->server_connected(peer);
     if (replacing_.erase(peer) == 0) return;
-    const Role role = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    const Role role = peer_role();
     AFMESH_LOG(AFMESH_LOG_INFO, "%s %d is back: its new incarnation passed the handshake", role_name(role), peer);
     events_.peer_up(role, peer, handshake_->incarnation(role, peer));
 }
@@ -510,7 +510,7 @@ void Node::fail_peer(int32_t rank, const Status &why) {
 void Node::report_peer_down_locked(int32_t peer, const Status &why) {
     note_handshake_progress_locked();  // a server's start-up waits for every worker attached or failed
     if (stopping_.load()) return;
-    const Role role = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    const Role role = peer_role();
     const Code code = why.code() == Code::kClosed ? Code::kClosed : Code::kPeerFailed;
     events_.peer_down(role, peer, handshake_->incarnation(role, peer), {code, why.message()});
 }
@@ -526,7 +526,7 @@ void Node::on_peer_down(Role role, int32_t rank, const std::string &reason) {
         if (!stopping_.load()) events_.peer_down(Role::kScheduler, -1, 0, {Code::kPeerFailed, reason});
         return;
     }
-    const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    const Role peers = peer_role();
     if (role != peers) return;
     MutexLock lock(&mu_);
     fail_peer(rank, {Code::kPeerFailed, "declared dead by the scheduler: " + reason});
@@ -544,7 +544,7 @@ void Node::on_peer_up(const RosterEntry &entry) {
         if (!stopping_.load()) events_.peer_up(Role::kScheduler, -1, 0);
         return;
     }
-    const Role peers = role_ == Role::kWorker ? Role::kServer : Role::kWorker;
+    const Role peers = peer_role();
     if (entry.role != peers) return;
     MutexLock lock(&mu_);
     if (stopping_.load()) return;  // under the lock: close_data_plane() must not be followed by a dial

@@ -59,6 +59,8 @@ public:
     ~Node() override;
 
     Role role() const { return role_; }
+    /** The role this node exchanges data with: servers for a worker, workers for a server. */
+    Role peer_role() const { return role_ == Role::kWorker ? Role::kServer : Role::kWorker; }
     const std::string &device_name() const { return device_->name(); }
     const std::string &transport_name() const { return transport_->name(); }
     int32_t rank() const { return control_->rank(); }
