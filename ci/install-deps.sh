@@ -27,6 +27,8 @@ packages=(
   python3-yaml
   # tools/peers/afmesh-peers: UCX's ping-pong (ucx_perftest) beside afmesh bench and fi_pingpong
   ucx-utils
+  # tools/profile/afmesh-instructions: instructions per push-pull under callgrind
+  valgrind
 )
 
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
