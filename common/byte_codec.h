@@ -96,6 +96,46 @@ private:
     std::vector<uint8_t> &out_;
 };
 
+/**
+ * Writes a message in ByteWriter's layout into `size` bytes the caller has
+ * made room for: for the hot path's messages, whose size is known before
+ * they are written, without growing a vector field by field. A write that
+ * does not fit writes nothing and makes ok() false.
+ */
+class ByteSpanWriter {
+public:
+    ByteSpanWriter(uint8_t *data, size_t size) : p_(data), end_(data + size) {}
+
+    void u8(uint8_t v) { put(v); }
+    void u16(uint16_t v) { put(v); }
+    void u32(uint32_t v) { put(v); }
+    void u64(uint64_t v) { put(v); }
+    void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
+    void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+    void raw(const void *data, size_t len) {
+        if (!fits(len)) return;
+        if (len > 0) memcpy(p_, data, len);
+        p_ += len;
+    }
+    /** Every write fitted and the room is filled exactly. */
+    bool done() const { return ok_ && p_ == end_; }
+
+private:
+    bool fits(size_t len) {
+        ok_ = ok_ && static_cast<size_t>(end_ - p_) >= len;
+        return ok_;
+    }
+    template <class T>
+    void put(T v) {
+        if (!fits(sizeof v)) return;
+        byte_codec_detail::store(p_, v, std::endian::little);
+        p_ += sizeof v;
+    }
+    uint8_t *p_;
+    uint8_t *const end_;
+    bool ok_ = true;
+};
+
 /** Reads a message that ByteWriter wrote, never past its end. */
 class ByteReader {
 public:

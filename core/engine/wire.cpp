@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/wire.h"
 
+#include <cassert>
+
 #include "byte_codec.h"
 
 namespace afmesh::wire {
@@ -46,7 +48,8 @@ bool get_eager(ByteReader &r, bool eager, uint64_t bytes, const uint8_t **data) 
     return true;
 }
 
-void put_rkey(ByteWriter &w, const afmesh_net_rkey &k) {
+template <class Writer>
+void put_rkey(Writer &w, const afmesh_net_rkey &k) {
     w.u64(k.key);
     w.u64(k.addr);
 }
@@ -71,7 +74,8 @@ bool get_mailbox(ByteReader &r, MailboxAddress *m) {
     return r.ok() && m->entries <= kMaxMailboxEntries;
 }
 
-void put_tensor(ByteWriter &w, const TensorMeta &t) {
+template <class Writer>
+void put_tensor(Writer &w, const TensorMeta &t) {
     w.u64(t.key);
     w.u64(t.bytes);
     w.u8(t.dtype.code);
@@ -229,8 +233,16 @@ uint64_t eager_bytes(const Response &m) {
     return n;
 }
 
+// REQUEST and RESPONSE are the hot path's messages: sized first, then
+// written in place (ByteSpanWriter), not grown field by field.
 void encode(const Request &m, std::vector<uint8_t> &out) {
-    ByteWriter w(out);
+    size_t dims = 0;
+    for (const TensorMeta &t : m.pushes) dims += t.ndim;
+    for (const PullMeta &p : m.pulls) dims += p.tensor.ndim;
+    const size_t at = out.size();
+    out.resize(at + request_size(m.pushes.size() + m.pulls.size(), m.pulls.size(), dims) +
+               (m.eager ? eager_bytes(m) : 0));
+    ByteSpanWriter w(out.data() + at, out.size() - at);
     w.u8(static_cast<uint8_t>(Type::kRequest));
     w.u16(m.slot);
     w.u16(m.generation);
@@ -247,6 +259,7 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
         w.u64(p.offset);
     }
     if (m.eager) w.raw(m.eager_data, eager_bytes(m));
+    assert(w.done());
 }
 
 Status decode(const void *data, size_t len, Request *m) {
@@ -281,7 +294,9 @@ Status decode(const void *data, size_t len, Request *m) {
 }
 
 void encode(const Response &m, std::vector<uint8_t> &out) {
-    ByteWriter w(out);
+    const size_t at = out.size();
+    out.resize(at + response_size(m.pull_bytes.size()) + (m.eager ? eager_bytes(m) : 0));
+    ByteSpanWriter w(out.data() + at, out.size() - at);
     w.u8(static_cast<uint8_t>(Type::kResponse));
     w.u16(m.slot);
     w.u16(m.generation);
@@ -293,6 +308,7 @@ void encode(const Response &m, std::vector<uint8_t> &out) {
     w.u32(static_cast<uint32_t>(m.pull_bytes.size()));
     for (uint64_t b : m.pull_bytes) w.u64(b);
     if (m.eager) w.raw(m.eager_data, eager_bytes(m));
+    assert(w.done());
 }
 
 Status decode(const void *data, size_t len, Response *m) {

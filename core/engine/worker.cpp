@@ -92,8 +92,9 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
     op.staged = !staged.empty();
     op.delivered.store(false);
     op.flag_armed = false;
-    std::vector<int32_t> part_of(servers_.size(), -1);
-    auto part_for = [&](int32_t server) -> Part & {
+    std::vector<int32_t> &part_of = part_of_;
+    part_of.assign(servers_.size(), -1);
+    auto part_for = [&](int32_t server) AFMESH_REQUIRES(ctx_.mu) -> Part & {
         if (part_of[server] < 0) {
             part_of[server] = static_cast<int32_t>(op.parts.size());
             op.parts.emplace_back();

@@ -280,6 +280,7 @@ private:
     // lock once settled: the thread that waits for it owns it then.
     InflightTable<Op> ops_ AFMESH_GUARDED_BY(ctx_.mu);
     std::vector<uint8_t> scratch_ AFMESH_GUARDED_BY(ctx_.mu);  // message encoding buffer, reused
+    std::vector<int32_t> part_of_ AFMESH_GUARDED_BY(ctx_.mu);  // build_op: each server's part, or -1; reused
     std::vector<uint8_t> eager_ AFMESH_GUARDED_BY(ctx_.mu);    // an eager REQUEST's pushes, gathered; reused
     // REQUEST being encoded, reused so its vectors keep their capacity.
     wire::Request request_ AFMESH_GUARDED_BY(ctx_.mu);
