@@ -59,7 +59,7 @@ afmesh_status guarded(Body &&body) {
     }
 }
 
-afmesh::Node *as_node(afmesh_node *node) { return dynamic_cast<afmesh::Node *>(node); }
+afmesh::Node *as_node(afmesh_node *node) { return node ? node->data_node() : nullptr; }
 
 Status need_worker(afmesh_node *node, afmesh::WorkerEngine **out) {
     afmesh::Node *n = as_node(node);
@@ -174,7 +174,7 @@ afmesh_status afmesh_node_destroy(afmesh_node *node) {
 
 afmesh_status afmesh_node_info(const afmesh_node *node, afmesh_role *role, int32_t *rank, int32_t *num_workers,
                                int32_t *num_servers) {
-    auto *n = dynamic_cast<const afmesh::Node *>(node);
+    const afmesh::Node *n = node ? node->data_node() : nullptr;
     if (!n) return invalid("not a worker or server node");
     if (role) *role = n->role() == afmesh::Role::kWorker ? AFMESH_ROLE_WORKER : AFMESH_ROLE_SERVER;
     if (rank) *rank = n->rank();
@@ -184,14 +184,14 @@ afmesh_status afmesh_node_info(const afmesh_node *node, afmesh_role *role, int32
 }
 
 afmesh_status afmesh_node_is_replacement(const afmesh_node *node, int *replacement) {
-    auto *n = dynamic_cast<const afmesh::Node *>(node);
+    const afmesh::Node *n = node ? node->data_node() : nullptr;
     if (!n || !replacement) return invalid("need a worker or server node and somewhere to say whether it is a replacement");
     *replacement = n->replacement() ? 1 : 0;
     return finish(Status::ok());
 }
 
 afmesh_status afmesh_node_modules(const afmesh_node *node, const char **device, const char **transport) {
-    auto *n = dynamic_cast<const afmesh::Node *>(node);
+    const afmesh::Node *n = node ? node->data_node() : nullptr;
     if (!n) return invalid("not a worker or server node");
     if (device) *device = n->device_name().c_str();
     if (transport) *transport = n->transport_name().c_str();

@@ -28,8 +28,19 @@
 #include "ticker.h"
 #include "worker.h"
 
+namespace afmesh {
+class Node;
+}
+
 struct afmesh_node {
     virtual ~afmesh_node() = default;
+    /**
+     * The worker or server behind a handle, or null for the scheduler: what
+     * every data-plane call asks first, so a virtual call rather than a
+     * dynamic_cast's walk of the type hierarchy.
+     */
+    virtual afmesh::Node *data_node() { return nullptr; }
+    const afmesh::Node *data_node() const { return const_cast<afmesh_node *>(this)->data_node(); }
 };
 
 namespace afmesh {
@@ -57,6 +68,7 @@ class Node : public afmesh_node {
 public:
     static Status create(const Config &config, Role role, std::unique_ptr<Node> *out);
     ~Node() override;
+    Node *data_node() override { return this; }
 
     Role role() const { return role_; }
     /** The role this node exchanges data with: servers for a worker, workers for a server. */
