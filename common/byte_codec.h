@@ -63,17 +63,30 @@ inline uint16_t load_be16(const uint8_t *p) { return byte_codec_detail::load<uin
 inline uint32_t load_be32(const uint8_t *p) { return byte_codec_detail::load<uint32_t>(p, std::endian::big); }
 inline uint64_t load_be64(const uint8_t *p) { return byte_codec_detail::load<uint64_t>(p, std::endian::big); }
 
+namespace byte_codec_detail {
+
+/** The integer fields every writer writes the same way, through Writer::put. */
+template <class Writer>
+class IntegerWriter {
+public:
+    void u8(uint8_t v) { writer().put(v); }
+    void u16(uint16_t v) { writer().put(v); }
+    void u32(uint32_t v) { writer().put(v); }
+    void u64(uint64_t v) { writer().put(v); }
+    void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
+    void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+
+private:
+    Writer &writer() { return static_cast<Writer &>(*this); }
+};
+
+}  // namespace byte_codec_detail
+
 /** Appends a message to `out`, integers little-endian. */
-class ByteWriter {
+class ByteWriter : public byte_codec_detail::IntegerWriter<ByteWriter> {
 public:
     explicit ByteWriter(std::vector<uint8_t> &out) : out_(out) {}
 
-    void u8(uint8_t v) { put(v); }
-    void u16(uint16_t v) { put(v); }
-    void u32(uint32_t v) { put(v); }
-    void u64(uint64_t v) { put(v); }
-    void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
-    void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
     /** A length-prefixed (u32) byte string. */
     void bytes(const void *data, size_t len) {
         u32(static_cast<uint32_t>(len));
@@ -87,6 +100,7 @@ public:
     }
 
 private:
+    friend IntegerWriter<ByteWriter>;
     template <class T>
     void put(T v) {
         const size_t at = out_.size();
@@ -102,16 +116,10 @@ private:
  * they are written, without growing a vector field by field. A write that
  * does not fit writes nothing and makes ok() false.
  */
-class ByteSpanWriter {
+class ByteSpanWriter : public byte_codec_detail::IntegerWriter<ByteSpanWriter> {
 public:
     ByteSpanWriter(uint8_t *data, size_t size) : p_(data), end_(data + size) {}
 
-    void u8(uint8_t v) { put(v); }
-    void u16(uint16_t v) { put(v); }
-    void u32(uint32_t v) { put(v); }
-    void u64(uint64_t v) { put(v); }
-    void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
-    void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
     void raw(const void *data, size_t len) {
         if (!fits(len)) return;
         if (len > 0) memcpy(p_, data, len);
@@ -121,6 +129,7 @@ public:
     bool done() const { return ok_ && p_ == end_; }
 
 private:
+    friend IntegerWriter<ByteSpanWriter>;
     bool fits(size_t len) {
         ok_ = ok_ && static_cast<size_t>(end_ - p_) >= len;
         return ok_;
