@@ -33,7 +33,7 @@ void Adoption::withdraw(PeerId peer) {
 
 Status Adoption::finish(Result *out) const {
     *out = {};
-    if (claims_.empty()) return {Code::kInvalidArgument, "no node has rejoined"};
+    if (claims_.empty()) return {Code::kInvalidArgument, "cannot adopt the running cluster: every node that rejoined has gone again"};
     out->roster.cluster_key = claims_.begin()->second.key;
     for (Role role : {Role::kWorker, Role::kServer}) {
         auto &entries = out->roster.of(role);

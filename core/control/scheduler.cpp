@@ -168,6 +168,15 @@ private:
     void on_barrier(Peer &p, const Frame &frame);
     void on_stop(Peer &p);
     void publish_roster();
+    using Placement = std::vector<std::pair<PeerId, NodeId>>;
+    /**
+     * Makes the placed nodes members and sends each its copy of `msg`
+     * (your_rank patched in); false, with every one of them refused, when
+     * the roster does not fit in a frame.
+     */
+    bool seat_members(RosterMsg msg, const Placement &placement);
+    /** Refuses every placed node with `why` (nothing is left to tell the cluster). */
+    void refuse_all(const Placement &placement, const Status &why);
     void tick(Clock::time_point now);
     void finish_iteration();
     void maybe_finish();
@@ -388,21 +397,23 @@ void SchedulerImpl::on_hello(Peer &p, const Frame &frame) {
 }
 
 void SchedulerImpl::publish_roster() {
-    std::vector<std::pair<PeerId, NodeId>> placement;
+    Placement placement;
     RosterMsg msg;
     msg.roster = rendezvous_.assign(&placement);
     msg.roster.cluster_key = cluster_key_;
-    if (Status s = issue_incarnations(&msg.roster); !s) {
-        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", s.message().c_str());
-        for (auto &[peer, node] : placement) lose(peers_.at(peer), s.message(), s);
-        return;
-    }
+    if (Status s = issue_incarnations(&msg.roster); !s) return refuse_all(placement, s);
+    if (!seat_members(std::move(msg), placement)) return;
+    timeline_.roster_sent(Clock::now());
+    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: roster complete: %d worker(s), %d server(s)", options_.num_workers,
+               options_.num_servers);
+}
+
+bool SchedulerImpl::seat_members(RosterMsg msg, const Placement &placement) {
     // Encoded once, not once per node: copies differ only in your_rank.
-    std::vector<uint8_t> payload = encode(msg);
+    const std::vector<uint8_t> payload = encode(msg);
     if (Status too_big = roster_fits(payload); !too_big) {
-        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", too_big.message().c_str());
-        for (auto &[peer, node] : placement) lose(peers_.at(peer), too_big.message(), too_big);
-        return;
+        refuse_all(placement, too_big);
+        return false;
     }
     members_.emplace(options_.num_workers, options_.num_servers);
     roster_ = std::move(msg.roster);
@@ -414,9 +425,12 @@ void SchedulerImpl::publish_roster() {
         member_peers_[node] = peer;
         p.writer.queue(MessageType::kRoster, with_your_rank(payload, node.rank));
     }
-    timeline_.roster_sent(Clock::now());
-    AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: roster complete: %d worker(s), %d server(s)", options_.num_workers,
-               options_.num_servers);
+    return true;
+}
+
+void SchedulerImpl::refuse_all(const Placement &placement, const Status &why) {
+    AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: %s", why.message().c_str());
+    for (auto &[peer, node] : placement) lose(peers_.at(peer), why.message(), why);
 }
 
 void SchedulerImpl::on_rejoin(Peer &p, const Frame &frame) {
@@ -426,11 +440,11 @@ void SchedulerImpl::on_rejoin(Peer &p, const Frame &frame) {
     Status admitted = adoptable();
     if (admitted) admitted = rendezvous_.check_node(m.hello);
     if (admitted && !adoption_) {
+        const auto window = std::chrono::duration_cast<milliseconds>(options_.heartbeat_timeout + kRejoinRetries);
         adoption_.emplace(options_);
-        adoption_deadline_ = Clock::now() + options_.heartbeat_timeout + kRejoinRetries;
+        adoption_deadline_ = Clock::now() + window;
         AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: a running cluster is rejoining; waiting up to %lld ms for its nodes",
-                   static_cast<long long>(
-                       std::chrono::duration_cast<milliseconds>(options_.heartbeat_timeout + kRejoinRetries).count()));
+                   static_cast<long long>(window.count()));
     }
     if (admitted) admitted = adoption_->admit(p.id, m, p.host);
     if (!admitted) {
@@ -456,31 +470,14 @@ Status SchedulerImpl::adoptable() const {
 
 void SchedulerImpl::finish_adoption() {
     Adoption::Result adopted;
-    Status s = adoption_->finish(&adopted);
-    RosterMsg msg{-1, adopted.roster, false, adopted.barriers_entered, adopted.missing};
-    std::vector<uint8_t> payload;
-    if (s) {
-        payload = encode(msg);
-        s = roster_fits(payload);
-    }
+    const Status finished = adoption_->finish(&adopted);
     adoption_.reset();
-    if (!s) {
-        AFMESH_LOG(AFMESH_LOG_ERROR, "scheduler: cannot adopt the running cluster: %s", s.message().c_str());
-        for (auto &[peer, node] : adopted.placement) lose(peers_.at(peer), s.message(), s);
+    if (!finished) return refuse_all(adopted.placement, finished);
+    if (!seat_members({-1, std::move(adopted.roster), false, adopted.barriers_entered, adopted.missing},
+                      adopted.placement))
         return;
-    }
-    members_.emplace(options_.num_workers, options_.num_servers);
-    roster_ = std::move(msg.roster);
     for (NodeId node : adopted.missing) members_->mark_failed(node, "it did not rejoin the restarted scheduler");
-    for (auto &[peer, node] : adopted.placement) {
-        Peer &p = peers_.at(peer);
-        p.phase = PeerPhase::kMember;
-        p.node = node;
-        p.progress_sent.reset();
-        member_peers_[node] = peer;
-        barriers_.resume(node, adopted.barriers_entered);
-        p.writer.queue(MessageType::kRoster, with_your_rank(payload, node.rank));
-    }
+    for (auto &[peer, node] : adopted.placement) barriers_.resume(node, adopted.barriers_entered);
     state_changed_ = true;
     AFMESH_LOG(AFMESH_LOG_INFO, "scheduler: adopted the running cluster: %zu of %d node(s) rejoined%s%s",
                adopted.placement.size(), options_.num_workers + options_.num_servers,
