@@ -113,7 +113,11 @@ private:
      * false when the node gives up (its window passed, or it is exiting).
      */
     bool reconnect(Clock::time_point *last_heard, Clock::time_point *next_heartbeat);
+    /** What this node says of itself: the HELLO, and the REJOIN built on it. */
+    HelloMsg hello_message() const;
     RejoinMsg rejoin_message() const AFMESH_REQUIRES(mu_);
+    /** Why barrier()/stop() gave up while the scheduler is still being rejoined. */
+    Status not_rejoined_locked(const char *call, milliseconds waited) const AFMESH_REQUIRES(mu_);
     /** One round: write what is queued, wait for input or a timer, handle both. False once the connection is over. */
     bool serve_once(Clock::time_point *last_heard, Clock::time_point *next_heartbeat);
     /** Reads and dispatches what arrived; false when the connection is over. */
@@ -202,14 +206,8 @@ Status ClientImpl::join() {
     if (Status s = waker_.open(); !s) return s;
     if (Status s = reach_scheduler(deadline); !s) return s;
 
-    HelloMsg hello{hello_,
-                   options_.num_workers,
-                   options_.num_servers,
-                   static_cast<uint32_t>(options_.heartbeat_interval.count()),
-                   static_cast<uint32_t>(options_.heartbeat_timeout.count()),
-                   options_.auth_token};
     MutexLock lock(&mu_);
-    queue_message(writer_, hello);
+    queue_message(writer_, hello_message());
     io_ = std::thread([this] { io_loop(); });
     if (!lock.wait_until(cv_, deadline, [&]() AFMESH_REQUIRES(mu_) { return phase_ != Phase::kJoining; })) {
         return {Code::kTimeout,
@@ -241,6 +239,7 @@ void ClientImpl::io_loop() {
 }
 
 bool ClientImpl::reconnect(Clock::time_point *last_heard, Clock::time_point *next_heartbeat) {
+    Status last_try;
     for (auto pause = kFirstRetry;; pause = std::min(pause * 2, kMaxRetry)) {
         Clock::time_point give_up;
         {
@@ -252,11 +251,13 @@ bool ClientImpl::reconnect(Clock::time_point *last_heard, Clock::time_point *nex
         const Clock::time_point now = Clock::now();
         if (now >= give_up) {
             lose({Code::kPeerFailed, "the scheduler at " + options_.scheduler + " did not come back within " +
-                                         ms_text(options_.scheduler_reconnect)});
+                                         ms_text(options_.scheduler_reconnect) +
+                                         (last_try ? "" : " (last try: " + last_try.message() + ")")});
             return false;
         }
         // Bounded by one retry, so that the destructor never waits long on a connect.
-        if (connect_tcp(options_.scheduler, std::min(give_up, now + kMaxRetry), &fd_)) {
+        last_try = connect_tcp(options_.scheduler, std::min(give_up, now + kMaxRetry), &fd_);
+        if (last_try) {
             reader_.clear();
             MutexLock lock(&mu_);
             writer_ = FrameWriter();  // what was queued was for the lost scheduler
@@ -271,16 +272,17 @@ bool ClientImpl::reconnect(Clock::time_point *last_heard, Clock::time_point *nex
     }
 }
 
+HelloMsg ClientImpl::hello_message() const {
+    return {hello_,
+            options_.num_workers,
+            options_.num_servers,
+            static_cast<uint32_t>(options_.heartbeat_interval.count()),
+            static_cast<uint32_t>(options_.heartbeat_timeout.count()),
+            options_.auth_token};
+}
+
 RejoinMsg ClientImpl::rejoin_message() const {
-    RejoinMsg m{{hello_,
-                 options_.num_workers,
-                 options_.num_servers,
-                 static_cast<uint32_t>(options_.heartbeat_interval.count()),
-                 static_cast<uint32_t>(options_.heartbeat_timeout.count()),
-                 options_.auth_token},
-                0,
-                roster_.cluster_key,
-                {}};
+    RejoinMsg m{hello_message(), 0, roster_.cluster_key, {}};
     m.hello.hello.requested_rank = rank_;
     m.incarnation = roster_.of(hello_.role).at(static_cast<size_t>(rank_))
                         .incarnation;
@@ -585,6 +587,11 @@ void ClientImpl::broken(Status why) {
     if (callbacks_.peer_down) callbacks_.peer_down(Role::kScheduler, 0, why.message());
 }
 
+Status ClientImpl::not_rejoined_locked(const char *call, milliseconds waited) const {
+    return {Code::kPeerFailed, std::string(call) + ": the scheduler is lost (" + lost_.message() +
+                                   ") and not rejoined within " + ms_text(waited)};
+}
+
 Status ClientImpl::usable_locked(const char *call) const {
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, std::string(call) + ": " + lost_.message()};
     if (stop_sent_) return {Code::kInvalidArgument, std::string(call) + " after stop()"};
@@ -606,9 +613,7 @@ Status ClientImpl::barrier(BarrierGroup group, milliseconds timeout) {
     MutexLock lock(&mu_);
     // Entered while the scheduler is being rejoined: it goes to the restarted one.
     lock.wait_until(cv_, deadline, [&]() AFMESH_REQUIRES(mu_) { return phase_ != Phase::kReconnecting; });
-    if (phase_ == Phase::kReconnecting)
-        return {Code::kPeerFailed, "barrier: the scheduler is lost (" + lost_.message() + ") and not rejoined within " +
-                                       ms_text(timeout)};
+    if (phase_ == Phase::kReconnecting) return not_rejoined_locked("barrier", timeout);
     if (Status s = usable_locked("barrier"); !s) return s;
     BarrierState &b = barriers_[static_cast<size_t>(group) - 1];
     if (b.busy) {
@@ -642,9 +647,7 @@ Status ClientImpl::stop(milliseconds timeout) {
                   [&]() AFMESH_REQUIRES(mu_) { return phase_ == Phase::kFinished || phase_ == Phase::kLost; });
     if (phase_ == Phase::kFinished) return stop_result_;
     if (phase_ == Phase::kLost) return {Code::kPeerFailed, "stop: " + lost_.message()};
-    if (phase_ == Phase::kReconnecting)
-        return {Code::kPeerFailed, "stop: the scheduler is lost (" + lost_.message() + ") and not rejoined within " +
-                                       ms_text(timeout)};
+    if (phase_ == Phase::kReconnecting) return not_rejoined_locked("stop", timeout);
     std::string missing = stop_progress_ ? stop_progress_->detail : "the scheduler has not said";
     return {Code::kTimeout, "stop: not every node stopped within " + ms_text(timeout) + "; still waiting for " + missing};
 }
