@@ -239,9 +239,9 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
     size_t dims = 0;
     for (const TensorMeta &t : m.pushes) dims += t.ndim;
     for (const PullMeta &p : m.pulls) dims += p.tensor.ndim;
+    const uint64_t eager = m.eager ? eager_bytes(m) : 0;
     const size_t at = out.size();
-    out.resize(at + request_size(m.pushes.size() + m.pulls.size(), m.pulls.size(), dims) +
-               (m.eager ? eager_bytes(m) : 0));
+    out.resize(at + request_size(m.pushes.size() + m.pulls.size(), m.pulls.size(), dims) + eager);
     ByteSpanWriter w(out.data() + at, out.size() - at);
     w.u8(static_cast<uint8_t>(Type::kRequest));
     w.u16(m.slot);
@@ -258,7 +258,7 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
         put_rkey(w, p.rkey);
         w.u64(p.offset);
     }
-    if (m.eager) w.raw(m.eager_data, eager_bytes(m));
+    if (m.eager) w.raw(m.eager_data, eager);
     assert(w.done());
 }
 
@@ -294,8 +294,9 @@ Status decode(const void *data, size_t len, Request *m) {
 }
 
 void encode(const Response &m, std::vector<uint8_t> &out) {
+    const uint64_t eager = m.eager ? eager_bytes(m) : 0;
     const size_t at = out.size();
-    out.resize(at + response_size(m.pull_bytes.size()) + (m.eager ? eager_bytes(m) : 0));
+    out.resize(at + response_size(m.pull_bytes.size()) + eager);
     ByteSpanWriter w(out.data() + at, out.size() - at);
     w.u8(static_cast<uint8_t>(Type::kResponse));
     w.u16(m.slot);
@@ -307,7 +308,7 @@ void encode(const Response &m, std::vector<uint8_t> &out) {
     w.u8((m.failed ? kAborted : 0) | (m.eager ? kEager : 0) | (m.carried ? kCarried : 0));
     w.u32(static_cast<uint32_t>(m.pull_bytes.size()));
     for (uint64_t b : m.pull_bytes) w.u64(b);
-    if (m.eager) w.raw(m.eager_data, eager_bytes(m));
+    if (m.eager) w.raw(m.eager_data, eager);
     assert(w.done());
 }
 

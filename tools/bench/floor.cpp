@@ -142,7 +142,7 @@ void FloorEndpoint::on_message(const afmesh_net_event &ev) {
         const auto server = static_cast<uint64_t>(std::find(conns_.begin(), conns_.end(), ev.conn) - conns_.begin());
         if (server < conns_.size())
             memcpy(recv_buf_.data() + server * region_bytes_, data + 1, std::min<uint64_t>(ev.len - 1, lane_bytes_));
-        answers_.fetch_add(1);
+        lane_answers_[0].fetch_add(1);  // a message answers a single round trip: lane 0
         return;
     }
     Peer &peer = peers_[ev.conn];
@@ -195,7 +195,6 @@ void FloorEndpoint::dispatch(const afmesh_net_event *events, int count) {
         case AFMESH_NET_EV_IMM:
             if (!serving_) {
                 if (ev.imm < static_cast<uint32_t>(lanes_)) lane_answers_[ev.imm].fetch_add(1);
-                answers_.fetch_add(1);
             } else if (lanes_ == 1) {
                 peers_[ev.conn].owed.push_back({ev.imm, FloorPrimitive::kWrite});  // the immediate is the answer's size
                 answer_owed();
@@ -245,7 +244,7 @@ Status FloorEndpoint::connect(const std::vector<FloorCard> &servers, int slot, s
 
 Status FloorEndpoint::round_trip(FloorPrimitive primitive, uint64_t push_bytes, uint64_t pull_bytes,
                                  uint64_t *elapsed_ns) {
-    answers_.store(0);
+    lane_answers_[0].store(0);  // a single round trip is lane 0's
     const uint64_t start = monotonic_ns();
     for (size_t s = 0; s < conns_.size(); ++s) {
         int rc;
@@ -261,7 +260,7 @@ Status FloorEndpoint::round_trip(FloorPrimitive primitive, uint64_t push_bytes, 
             return {Code::kPeerFailed, std::string("floor: ") + floor_primitive_name(primitive) +
                                            " failed: " + take_module_error()};
     }
-    if (Status s = await_answers(answers_); !s) return s;
+    if (Status s = await_answers(lane_answers_[0]); !s) return s;
     *elapsed_ns = monotonic_ns() - start;
     return Status::ok();
 }

@@ -109,7 +109,7 @@ private:
     void dispatch(const afmesh_net_event *events, int count);
     /** Posts one write of the push for `lane` to server `s`, naming the lane and the answer's size. */
     int write_push(size_t s, int lane, uint64_t push_bytes, uint64_t pull_bytes);
-    /** Waits until every server answered `lane` (all lanes: answers_), or one failed. */
+    /** Waits until `answers` (a lane's count) reaches one per server, or a server failed. */
     Status await_answers(const std::atomic<int> &answers);
     /** Sends `parts` as one message (the first is its tag), retrying while the send queue is full. */
     int send_message(afmesh_net_conn *conn, std::initializer_list<std::span<const uint8_t>> parts);
@@ -148,8 +148,8 @@ private:
     // Worker: the servers' regions, where in them it writes, and progress of the current round.
     std::vector<afmesh_net_rkey> server_rkeys_;
     uint64_t write_offset_ = 0;
-    std::atomic<int> connected_{0}, answers_{0};
-    std::unique_ptr<std::atomic<int>[]> lane_answers_;  // per lane, in pipeline_layer()
+    std::atomic<int> connected_{0};
+    std::unique_ptr<std::atomic<int>[]> lane_answers_;  // answers per lane in this round (round_trip: lane 0)
     std::atomic<bool> failed_{false};
     // Posted from the calling thread (worker) and the progress thread (server).
     std::atomic<uint64_t> operations_{0};
