@@ -67,7 +67,8 @@ constexpr VarSpec kVars[] = {
      "next is copied (a value above the tensor's size: one copy, then one send)"},
     {"AFMESH_EAGER_BYTES", VarType::kInt, "4096", nullptr, 0, 1 << 20,
      "tensors of up to this many bytes in all (per request, per answer) travel inside the request or response "
-     "message instead of in a write of their own, within the transport's message limit (0: never)"},
+     "message instead of in a write of their own, within the transport's message limit (0: never; unset: up to "
+     "the transport's measured eager size, which afmesh info shows, or 4096 for modules before ABI 1.5)"},
     {"AFMESH_MAILBOX_ENTRIES", VarType::kInt, "64", nullptr, 0, 1 << 16,
      "per peer, how many REQUESTs (worker) or RESPONSEs may ride on a tensor write at once where the transport "
      "gathers writes: each entry is 2 KiB of registered memory per peer; beyond that, or at 0, the messages go "

@@ -246,6 +246,11 @@ uint32_t Module::write_segs() const {
     return caps_.max_write_segs >= 2 ? caps_.max_write_segs : 0;
 }
 
+uint32_t Module::eager_send_size() const {
+    if (kind_ != AFMESH_MODULE_TRANSPORT || abi_minor_ < 5) return 0;
+    return std::min(caps_.eager_send_size, caps_.max_send_size);
+}
+
 Status Module::counters(std::vector<afmesh_net_counter> *out) const {
     out->clear();
     if (kind_ != AFMESH_MODULE_TRANSPORT || !ctx_ || abi_minor_ < 3) return Status::ok();

@@ -60,6 +60,8 @@ public:
     std::string describe() const;
     /** Most segments the transport's write_imm_v (ABI 1.2) takes; 0 when it has none. */
     uint32_t write_segs() const;
+    /** A transport's caps.eager_send_size (ABI 1.5), at most its max_send_size; 0 when it gives none. */
+    uint32_t eager_send_size() const;
     /** A transport's own counters (ABI 1.3 counters()): none when it counts nothing; an error when it fails. */
     Status counters(std::vector<afmesh_net_counter> *out) const;
     /** A transport's "syscalls" counter: 0 when it has none; an error when counters() fails. */

@@ -60,7 +60,11 @@ ordered_json transport_json(const InfoReport &report) {
                          {"max_write_size", c.max_write_size},
                          {"max_write_segs", c.max_write_segs},
                          {"recv_depth", c.recv_depth},
-                         {"max_addr_size", c.max_addr_size}};
+                         {"max_addr_size", c.max_addr_size},
+                         {"eager_send_size", c.eager_send_size}};
+    transport["eager"] = {{"max_bytes", report.eager.max_bytes},
+                          {"max_message", report.eager.max_message},
+                          {"source", eager_source_name(report.eager.source)}};
     return transport;
 }
 

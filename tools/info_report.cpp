@@ -122,7 +122,10 @@ InfoReport gather_info(const Config &config) {
     report.device = describe_selection(device_status, device, tried_devices);
     report.transport = describe_selection(transport_status, transport, tried_transports);
     if (device) list_devices(*device, report);
-    if (transport) report.caps = transport->net_caps();
+    if (transport) {
+        report.caps = transport->net_caps();
+        report.eager = eager_policy(config, *transport);
+    }
     for (const Selection *s : {&report.device, &report.transport})
         if (!s->selected) report.errors.push_back(s->error);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config.h"
+#include "eager_policy.h"
 #include "module_loader.h"
 
 namespace afmesh::tool {
@@ -56,6 +57,7 @@ struct InfoReport {
     Selection device, transport;
     std::vector<DeviceRow> devices;  // of the selected device module
     afmesh_net_caps caps{};          // of the selected transport
+    EagerPolicy eager;               // what rides in requests and answers over it
     std::vector<VariableRow> variables;                 // the core's
     std::vector<ModuleVariables> module_variables;      // of every module that declared some
     SecurityReport security;

@@ -102,6 +102,15 @@ void write_selected(const InfoReport &report, FILE *out) {
             flags.empty() ? "(none)" : flags.c_str(), join(mem_kind_names(c.mem_kinds), ", ").c_str(),
             c.imm_bytes, c.max_inline, c.max_send_size, human_bytes(c.max_write_size).c_str(),
             std::max<uint32_t>(c.max_write_segs, 1), c.recv_depth, c.max_addr_size);
+    const EagerPolicy &e = report.eager;
+    if (e.max_bytes == 0 || e.max_message == 0)
+        fprintf(out, "      eager: never (from %s); every tensor goes in a write of its own\n",
+                eager_source_name(e.source));
+    else
+        fprintf(out,
+                "      eager: up to %" PRIu64 " B of tensors ride inside a request or answer of up to %" PRIu64
+                " B (from %s)\n",
+                e.max_bytes, e.max_message, eager_source_name(e.source));
 }
 
 // Each row: name, where the value came from (`set_word` when set), the value, and the doc line below.

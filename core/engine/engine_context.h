@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "counters.h"
+#include "eager_policy.h"
 #include "memory_registry.h"
 #include "module_loader.h"
 #include "progress.h"
@@ -28,8 +29,8 @@ struct EngineContext {
      */
     Mutex &mu;
     int device_id = 0;
-    /** Tensors up to this many bytes in all travel inside the REQUEST or RESPONSE (AFMESH_EAGER_BYTES). */
-    uint64_t eager_bytes = 0;
+    /** Which tensors travel inside the REQUEST or RESPONSE (eager_policy.h). */
+    EagerPolicy eager;
     /** Entries of each peer's mailbox (mailbox.h); 0 without one (AFMESH_MAILBOX_ENTRIES, or no gathered write). */
     uint32_t mailbox_entries = 0;
     /**

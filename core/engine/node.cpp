@@ -149,7 +149,7 @@ Status Node::start() {
                       *counters_,
                       mu_,
                       device_id,
-                      static_cast<uint64_t>(config_.get_int("AFMESH_EAGER_BYTES")),
+                      eager_policy(config_, *transport_),
                       // Without a gathered write a message cannot ride on a tensor: no mailboxes.
                       transport_->write_segs() >= 2 ? static_cast<uint32_t>(config_.get_int("AFMESH_MAILBOX_ENTRIES"))
                                                     : 0,

@@ -634,8 +634,7 @@ bool ServerEngine::eager_answer(const afmesh_request &request, const afmesh_tens
         if (tensors[i].bytes && tensors[i].kind != AFMESH_MEM_HOST) return false;
         bytes += tensors[i].bytes;
     }
-    return bytes <= ctx_.eager_bytes &&
-           wire::response_size(count) + bytes <= ctx_.transport.net_caps().max_send_size;
+    return ctx_.eager.admits(wire::response_size(count), bytes);
 }
 
 bool ServerEngine::carries(const afmesh_request &request, size_t count) const {

@@ -275,7 +275,7 @@ bool WorkerEngine::eager_pushes(const Op &op, const Part &part) const {
         if (push.tensor.bytes && push.tensor.kind != AFMESH_MEM_HOST) return false;
         bytes += push.tensor.bytes;
     }
-    return bytes <= ctx_.eager_bytes && part.request_bytes + bytes <= ctx_.transport.net_caps().max_send_size;
+    return ctx_.eager.admits(part.request_bytes, bytes);
 }
 
 bool WorkerEngine::host_pulls(const Op &op, const Part &part) const {

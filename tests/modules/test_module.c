@@ -173,6 +173,9 @@ static int net_init(void **ctx, afmesh_net_caps *caps) {
     caps->recv_depth = 16;
     caps->max_addr_size = 64;
     caps->max_write_size = 1u << 20;
+    /* ABI 1.5, where the caller's struct has room: above max_send_size, which the core must cap it at. */
+    if (caps->struct_size >= offsetof(afmesh_net_caps, eager_send_size) + sizeof caps->eager_send_size)
+        caps->eager_send_size = 8192;
     return AFMESH_HAL_OK;
 }
 static void net_fini(void *ctx) { (void)ctx; }

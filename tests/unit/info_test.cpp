@@ -132,6 +132,20 @@ TEST(info_command, ShowsTheSelectionWithDevicesAndTransportCaps) {
     EXPECT_TRUE(contains(r.out, "        test transport 'good'\n        second line of its account\n")) << r.out;
 }
 
+TEST(info_command, SaysWhatRidesEagerlyAndWhoDecided) {
+    ChildResult by_module = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport});
+    ASSERT_EQ(by_module.exit_code, 0) << by_module.err;
+    EXPECT_TRUE(contains(by_module.out, "eager: up to 4096 B of tensors ride inside a request or answer of up to 4096 B "
+                                        "(from the transport)\n"))
+        << "its eager_send_size, capped at its max_send_size:\n" << by_module.out;
+
+    ChildResult by_user = afmesh({"info", "--json"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_EAGER_BYTES=0"});
+    ASSERT_EQ(by_user.exit_code, 0) << by_user.err;
+    const Json eager = member(member(parse(by_user.out), "transport", &Json::is_object), "eager", &Json::is_object);
+    EXPECT_EQ(member(eager, "max_bytes", &Json::is_number).get<uint64_t>(), 0u);
+    EXPECT_EQ(member(eager, "source", &Json::is_string).get<std::string>(), "AFMESH_EAGER_BYTES");
+}
+
 TEST(info_command, ListsEveryVariableWithValueOriginAndDoc) {
     ChildResult r = afmesh({"info"}, {kGoodPath, kGoodDevice, kGoodTransport, "AFMESH_POLL=busy"});
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "config.h"
+#include "eager_policy.h"
 #include "env_block.h"
 #include "module_loader.h"
 
@@ -513,6 +514,45 @@ TEST(loader_selection, AutoReportsEveryFailingThirdPartyModuleItPassed) {
     EXPECT_EQ(states["absent"], ModuleState::kNotPresent);
     for (const char *name : {"badabi", "broken", "garbage", "misnamed", "nosym"})
         EXPECT_EQ(states[name], ModuleState::kError) << name;
+}
+
+// ---- what rides eagerly: the transport's measured size, or the user's ----
+
+TEST(eager_policy, TheTransportsEagerSizeIsUsedCappedAtItsLargestMessage) {
+    Probe p = probe("good", "libafmesh_net_good.so");
+    ASSERT_TRUE(p.status) << p.status.to_string();
+    const EagerPolicy eager = eager_policy(Config{}, *p.module);
+    EXPECT_EQ(eager.source, EagerPolicy::Source::kTransport);
+    EXPECT_EQ(p.module->eager_send_size(), 4096u) << "the module says 8192; its max_send_size is 4096";
+    EXPECT_TRUE(eager.admits(100, 3996));
+    EXPECT_FALSE(eager.admits(100, 3997)) << "the whole message counts, header included";
+}
+
+TEST(eager_policy, TheSettingOverridesTheTransportWithinItsMessageLimit) {
+    Probe p = probe("good", "libafmesh_net_good.so");
+    ASSERT_TRUE(p.status) << p.status.to_string();
+    Config config;
+    ASSERT_TRUE(config.set("AFMESH_EAGER_BYTES", "64"));
+    EagerPolicy eager = eager_policy(config, *p.module);
+    EXPECT_EQ(eager.source, EagerPolicy::Source::kSetting);
+    EXPECT_TRUE(eager.admits(100, 64));
+    EXPECT_FALSE(eager.admits(100, 65));
+    ASSERT_TRUE(config.set("AFMESH_EAGER_BYTES", "1000000"));
+    eager = eager_policy(config, *p.module);
+    EXPECT_TRUE(eager.admits(96, 4000));
+    EXPECT_FALSE(eager.admits(97, 4000)) << "no setting makes a message larger than the transport takes";
+    ASSERT_TRUE(config.set("AFMESH_EAGER_BYTES", "0"));
+    EXPECT_FALSE(eager_policy(config, *p.module).admits(50, 1)) << "0: never";
+}
+
+TEST(eager_policy, AModuleBeforeAbi1_5GetsTheSettingsDefault) {
+    Probe p = probe("abi13", "libafmesh_net_older.so");
+    ASSERT_TRUE(p.status) << p.status.to_string();
+    EXPECT_EQ(p.module->eager_send_size(), 0u) << "the field is not a 1.3 module's to fill: the core must not read it";
+    const EagerPolicy eager = eager_policy(Config{}, *p.module);
+    EXPECT_EQ(eager.source, EagerPolicy::Source::kDefault);
+    EXPECT_EQ(eager.max_bytes, 4096u);
+    EXPECT_EQ(eager.max_message, 4096u) << "its max_send_size";
 }
 
 }  // namespace

@@ -112,6 +112,7 @@ int Context::open_verbs(afmesh_net_caps *caps) {
     caps->max_addr_size = kAddressSize;
     caps->max_write_size = fabric_.port.max_msg_size;
     caps->max_write_segs = kMaxWriteSegs;
+    caps->eager_send_size = kEagerSendSize;
     return AFMESH_HAL_OK;
 }
 

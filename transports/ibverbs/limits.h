@@ -8,6 +8,13 @@ namespace afmesh::ibverbs {
 
 /** Largest send(): one receive buffer. Control and metadata messages only. */
 inline constexpr uint32_t kMaxSendSize = 8192;
+/**
+ * caps.eager_send_size: one send into a posted receive beats a write plus
+ * a send for all a receive buffer holds. Not measured here (no RDMA on the
+ * machines this is built on); UCX's rc transports leave bcopy for zcopy
+ * around the same size.
+ */
+inline constexpr uint32_t kEagerSendSize = kMaxSendSize;
 /** Receives posted per QP (caps.recv_depth); a sender that finds none posted retries (queue_pair.cpp). */
 inline constexpr uint32_t kRecvDepth = 32;
 /** Work requests per send queue. */

@@ -87,6 +87,7 @@ int Context::create(afmesh_net_caps *caps, Context **out) {
     caps->max_addr_size = kAddressBlobSize;
     caps->max_write_size = kMaxWriteSize;
     caps->max_write_segs = kMaxWriteSegs;
+    caps->eager_send_size = kEagerSendSize;
     *out = context.release();
     return AFMESH_HAL_OK;
 }

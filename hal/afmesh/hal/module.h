@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AFMESH_HAL_ABI_MAJOR 1
-#define AFMESH_HAL_ABI_MINOR 4
+#define AFMESH_HAL_ABI_MINOR 5
 
 /** The one symbol a module exports. */
 #define AFMESH_MODULE_QUERY_SYMBOL "afmesh_module_query"

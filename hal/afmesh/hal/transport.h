@@ -93,6 +93,15 @@ typedef struct afmesh_net_caps {
      * gathered write (the entry is then NULL or refuses more than one).
      */
     uint32_t max_write_segs;
+    /* ---- ABI 1.5: written only when struct_size covers it ---- */
+    /**
+     * The largest message (at most max_send_size) that reaches the peer
+     * sooner as a send than its bytes would as a write followed by a send:
+     * the module's copy-through path, where one operation beats two. The
+     * core sends small tensors inside its own messages up to this size
+     * unless AFMESH_EAGER_BYTES says otherwise. 0: the module has no view.
+     */
+    uint32_t eager_send_size;
 } afmesh_net_caps;
 
 /** The caps of ABI 1.0 and 1.1 end here: a module accepts a struct_size from this on. */
