@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "imm.h"
+#include "inflight_table.h"
 #include "log.h"
 #include "response_cursor.h"
 
@@ -24,11 +25,9 @@ ServerEngine::ServerEngine(EngineContext ctx, int32_t rank, int32_t num_workers)
 }
 
 ServerEngine::~ServerEngine() {
-    for (afmesh_request *r : handed_out_) delete r;
-    for (auto &worker : workers_) {
-        for (afmesh_request *r : worker->ready) delete r;
+    // The requests, handed out or ready, go with requests_.
+    for (auto &worker : workers_)
         for (auto &[key, slice] : worker->slices) free_slice(slice);
-    }
 }
 
 void ServerEngine::free_slice(Slice &slice) {
@@ -175,7 +174,18 @@ void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) 
     advertise(worker_rank, req.key, slice);
 }
 
-void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int32_t entry) {
+ServerEngine::Inbound *ServerEngine::inbound(int32_t worker_rank, uint16_t slot) {
+    std::vector<Inbound> &inbound = workers_[worker_rank]->inbound;
+    if (slot >= kMaxOpsInFlight) {
+        protocol_error(worker_rank, "slot " + std::to_string(slot) + " beyond the " +
+                                        std::to_string(kMaxOpsInFlight) + " a worker has in flight");
+        return nullptr;
+    }
+    if (slot >= inbound.size()) inbound.resize(slot + 1u);
+    return &inbound[slot];
+}
+
+void ServerEngine::handle_request(int32_t worker_rank, wire::Request &req, int32_t entry) {
     Worker &worker = *workers_[worker_rank];
     if (req.carried != (entry >= 0)) return protocol_error(worker_rank, "REQUEST outside a mailbox entry");
     if (entry >= 0 && static_cast<uint32_t>(entry) >= worker.worker_mailbox.entries)
@@ -187,7 +197,9 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int3
             return protocol_error(worker_rank, "REQUEST pushes key " + std::to_string(t.key) +
                                                    " beyond its receive slice");
     }
-    Inbound &in = worker.inbound[req.slot];
+    Inbound *slot = inbound(worker_rank, req.slot);
+    if (!slot) return;
+    Inbound &in = *slot;
     if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
     worker.counters.requests.add();
     if (req.eager) worker.counters.eager_requests.add();
@@ -204,7 +216,7 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int3
                 AFMESH_LOG(AFMESH_LOG_ERROR, "%s, slot %u: copying the push of key %llu into its receive slice "
                            "failed: %s (the push-pull fails; answered empty)", worker_name(worker_rank).c_str(),
                            req.slot, static_cast<unsigned long long>(t.key), s.message().c_str());
-                worker.inbound.erase(req.slot);
+                in.reset();
                 return answer_empty(worker_rank, req);
             }
             from += t.bytes;
@@ -212,7 +224,7 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &&req, int3
         req.eager_data = nullptr;  // the message's no longer
     }
     in.have_request = true;
-    in.request = std::move(req);
+    std::swap(in.request, req);  // req takes the slot's old vectors, to decode into next
     in.entry = entry;
     complete_if_ready(worker_rank, in.request.slot);
 }
@@ -233,11 +245,9 @@ void ServerEngine::on_message(int32_t worker_rank, const void *data, size_t len)
     // connection still delivers) could only refill what its failure emptied.
     if (workers_[worker_rank]->failed.load()) return;
     switch (wire::peek_type(data, len).value_or(wire::Type::kIdent)) {
-    case wire::Type::kRequest: {
-        wire::Request req;
-        if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
-        return handle_request(worker_rank, std::move(req), -1);
-    }
+    case wire::Type::kRequest:
+        if (Status s = wire::decode(data, len, &decoded_); !s) return protocol_error(worker_rank, s.message());
+        return handle_request(worker_rank, decoded_, -1);
     case wire::Type::kAllocReq: {
         wire::AllocReq req;
         if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
@@ -255,9 +265,8 @@ void ServerEngine::on_carrier(int32_t worker_rank, uint32_t value) {
     const uint8_t *data = nullptr;
     size_t len = 0;
     if (Status s = mailbox->read(imm::entry(value), &data, &len); !s) return protocol_error(worker_rank, s.message());
-    wire::Request req;
-    if (Status s = wire::decode(data, len, &req); !s) return protocol_error(worker_rank, s.message());
-    handle_request(worker_rank, std::move(req), imm::entry(value));
+    if (Status s = wire::decode(data, len, &decoded_); !s) return protocol_error(worker_rank, s.message());
+    handle_request(worker_rank, decoded_, imm::entry(value));
 }
 
 void ServerEngine::on_imm(int32_t worker_rank, uint32_t value) {
@@ -265,29 +274,28 @@ void ServerEngine::on_imm(int32_t worker_rank, uint32_t value) {
     if (imm::direction(value) != imm::Direction::kPush)
         return protocol_error(worker_rank, "response immediate sent to a server");
     if (imm::is_carrier(value)) return on_carrier(worker_rank, value);
-    Inbound &in = workers_[worker_rank]->inbound[imm::slot(value)];
-    ++in.imms;
+    Inbound *in = inbound(worker_rank, imm::slot(value));
+    if (!in) return;
+    ++in->imms;
     complete_if_ready(worker_rank, imm::slot(value));
 }
 
 void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
     Worker &worker = *workers_[worker_rank];
-    auto it = worker.inbound.find(slot);
-    Inbound &in = it->second;
+    Inbound &in = worker.inbound[slot];
     if (!in.have_request) return;
     if (in.imms > in.request.push_writes) return protocol_error(worker_rank, "more immediates than announced writes");
     if (in.imms < in.request.push_writes) return;
     if (in.request.aborted) {
         // The worker's stream failed part-way: answer empty at once, handing
         // the slices back, and hand out nothing half-written.
-        const wire::Request aborted = std::move(in.request);
-        worker.inbound.erase(it);
-        return answer_aborted(worker_rank, aborted);
+        in.reset();
+        return answer_aborted(worker_rank, in.request);
     }
     AFMESH_LOG(AFMESH_LOG_TRACE, "%s, slot %u: %zu pushes arrived in %u writes%s", worker_name(worker_rank).c_str(),
                slot, in.request.pushes.size(), in.request.push_writes + in.request.carried,
                in.request.carried ? ", the last carrying the REQUEST" : "");
-    auto *request = new afmesh_request();
+    afmesh_request *request = requests_.take();
     request->worker = worker_rank;
     request->slot = slot;
     request->generation = in.request.generation;
@@ -312,10 +320,10 @@ void ServerEngine::complete_if_ready(int32_t worker_rank, uint16_t slot) {
         request->pushes.emplace_back(t.key, view);
     }
     request->incarnation = worker.incarnation.load();
-    request->pulls = std::move(in.request.pulls);
+    request->pulls.swap(in.request.pulls);
     request->eager_answers = in.request.eager_answers;
     request->entry = in.entry;
-    worker.inbound.erase(it);
+    in.reset();
     worker.ready.push_back(request);
     update_ready_counters();
     ctx_.progress.notify_waiters();
@@ -359,7 +367,7 @@ void ServerEngine::replace_worker(int32_t worker_rank) {
     for (afmesh_request *r : worker.ready) {
         for (const auto &[key, view] : r->pushes)
             if (Slice &slice = worker.slices[key]; slice.readers) --slice.readers;
-        delete r;
+        requests_.give_back(r);
     }
     worker.ready.clear();
     worker.inbound.clear();
@@ -428,7 +436,7 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         afmesh_request *r = worker.ready.front();
         worker.ready.pop_front();
         r->processed_ns = now;
-        handed_out_.insert(r);
+        r->handed_out = true;
         requests[(*count)++] = r;
     };
     if (mode == AFMESH_BATCH_ALL_WORKERS) {
@@ -478,7 +486,7 @@ void ServerEngine::put_back(afmesh_request *const *requests, size_t count) {
     // In reverse, so each worker's requests return to the front in their order.
     for (size_t i = count; i-- > 0;) {
         afmesh_request *r = requests[i];
-        handed_out_.erase(r);
+        r->handed_out = false;
         workers_[r->worker]->ready.push_front(r);
     }
     update_ready_counters();
@@ -497,13 +505,13 @@ Status ServerEngine::acquire_staging(const afmesh_tensor *tensors, size_t count,
 }
 
 Status ServerEngine::check_response(afmesh_request *request, const afmesh_tensor *tensors, size_t count,
-                                    const std::vector<Staging::Buffer> &buffers,
-                                    std::vector<const Registration *> *regs) {
-    if (!handed_out_.count(request))
+                                    const std::vector<Staging::Buffer> &buffers) {
+    if (!requests_.owns(request) || !request->handed_out)
         return {Code::kInvalidArgument, "not a request this server handed out, or one already answered"};
     if (count != request->pulls.size())
         return {Code::kInvalidArgument, "the request has " + std::to_string(request->pulls.size()) +
                                             " pull slots, the response " + std::to_string(count) + " tensors"};
+    std::vector<const Registration *> *regs = &request->regs;
     regs->assign(count, nullptr);
     for (size_t i = 0; i < count; ++i) {
         const afmesh_tensor &t = tensors[i];
@@ -534,13 +542,12 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
         }
     } unstage{ctx_.staging, buffers};
     if (Status s = acquire_staging(tensors, count, &buffers); !s) return s;
-    std::vector<const Registration *> regs;
     Worker *worker = nullptr;
     {
         MutexLock lock(&ctx_.mu);
-        if (Status s = check_response(request, tensors, count, buffers, &regs); !s) return s;
+        if (Status s = check_response(request, tensors, count, buffers); !s) return s;
         // From here on this call owns the request: it is answered, one way or another.
-        handed_out_.erase(request);
+        request->handed_out = false;
         worker = workers_[request->worker].get();
         if (request->incarnation == worker->incarnation.load()) {
             for (const auto &[key, view] : request->pushes) {
@@ -549,14 +556,21 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
             }
         }
     }
-    const std::unique_ptr<afmesh_request> owned(request);
+    Status answered = answer(*request, *worker, tensors, count, buffers);
+    MutexLock lock(&ctx_.mu);
+    requests_.give_back(request);
+    return answered;
+}
+
+Status ServerEngine::answer(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count,
+                            const std::vector<Staging::Buffer> &buffers) {
     uint64_t cookie = 0;  // of the last write posted
-    Status posted = post_response(*request, *worker, tensors, count, buffers, regs, &cookie);
+    Status posted = post_response(request, worker, tensors, count, buffers, &cookie);
     if (cookie == 0) return posted;
     // Return only once the response buffers may be reused.
-    auto done = [worker, cookie, incarnation = request->incarnation] {
-        return worker->responses_completed.load() >= cookie || worker->failed.load() ||
-               worker->incarnation.load() != incarnation;
+    auto done = [&worker, cookie, incarnation = request.incarnation] {
+        return worker.responses_completed.load() >= cookie || worker.failed.load() ||
+               worker.incarnation.load() != incarnation;
     };
     (void)ctx_.progress.wait_until(done, Clock::time_point::max());
     return posted;
@@ -571,10 +585,9 @@ Status ServerEngine::still_there(const afmesh_request &request, const Worker &wo
     return Status::ok();
 }
 
-Status ServerEngine::post_response(const afmesh_request &request, Worker &worker, const afmesh_tensor *tensors,
-                                   size_t count, const std::vector<Staging::Buffer> &buffers,
-                                   const std::vector<const Registration *> &regs, uint64_t *cookie) {
-    wire::Response response;
+Status ServerEngine::post_response(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors,
+                                   size_t count, const std::vector<Staging::Buffer> &buffers, uint64_t *cookie) {
+    wire::Response &response = request.response;  // fresh from the pool, its vector's capacity kept
     response.slot = request.slot;
     response.generation = request.generation;
     response.arrived_ns = request.arrived_ns;
@@ -590,7 +603,7 @@ Status ServerEngine::post_response(const afmesh_request &request, Worker &worker
     }
     const uint32_t imm = imm::encode(imm::Direction::kResponse, request.slot, request.generation);
     // What goes out, in order, piece by piece: response_cursor.h.
-    ResponseCursor piece(tensors, count, buffers, regs, request.pulls, ctx_.staging.chunk_bytes());
+    ResponseCursor piece(tensors, count, buffers, request.regs, request.pulls, ctx_.staging.chunk_bytes());
     for (;;) {
         Status copied = piece.copy(ctx_.staging);
         MutexLock lock(&ctx_.mu);

@@ -35,24 +35,7 @@
 #include "engine_context.h"
 #include "mailbox.h"
 #include "outbox.h"
-
-struct afmesh_request {
-    int32_t worker = -1;
-    uint32_t incarnation = 0;  // the worker's, counted by this server: a replaced worker's requests are not answered
-    uint16_t slot = 0, generation = 0;
-    std::vector<std::pair<uint64_t, afmesh_tensor>> pushes;
-    std::vector<afmesh::wire::PullMeta> pulls;
-    bool eager_answers = false;  // the worker takes answers inside the RESPONSE
-    int32_t entry = -1;          // the mailbox entry the REQUEST came in, where the RESPONSE may go; -1: none
-    uint64_t arrived_ns = 0, processed_ns = 0;
-    /** Staged pushes: get_batch copies them from the pinned slice to the device before handing this out. */
-    struct Copy {
-        void *dst;
-        const void *src;
-        uint64_t bytes;
-    };
-    std::vector<Copy> to_device;
-};
+#include "request_pool.h"
 
 namespace afmesh {
 
@@ -106,11 +89,19 @@ private:
         uint32_t where = AFMESH_ALLOC_DEVICE;  // of an owned slice
         uint32_t readers = 0;   // requests handed out and not yet answered
     };
+    // A slot's REQUEST and immediates as they arrive. Kept per slot and
+    // reset, not erased: the request's vectors keep their capacity.
     struct Inbound {
         uint32_t imms = 0;
         bool have_request = false;
         wire::Request request;
         int32_t entry = -1;  // of the mailbox, when the REQUEST came through it
+
+        void reset() {
+            imms = 0;
+            have_request = false;
+            entry = -1;
+        }
     };
     struct Worker {
         explicit Worker(PeerCounters &c) : counters(c) {}
@@ -121,7 +112,7 @@ private:
         bool failure_reported = false;    // by get_batch in ANY mode
         Status failure;
         std::unordered_map<uint64_t, Slice> slices;
-        std::unordered_map<uint16_t, Inbound> inbound;  // by slot
+        std::vector<Inbound> inbound;  // by slot, grown to the highest seen (below kMaxOpsInFlight)
         std::deque<afmesh_request *> ready;
         uint64_t responses_posted = 0;                 // cookie of the last signalled response write
         std::atomic<uint64_t> responses_completed{0};  // highest cookie completed locally
@@ -135,8 +126,13 @@ private:
     void handle_alloc(int32_t worker, const wire::AllocReq &req) AFMESH_REQUIRES(ctx_.mu);
     /** The application's first get_batch: answers the ALLOC_REQs held until then. */
     void begin_serving() AFMESH_REQUIRES(ctx_.mu);
-    /** `entry`: of the mailbox the REQUEST came in, or -1 for a message. */
-    void handle_request(int32_t worker, wire::Request &&req, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
+    /**
+     * `req` (decoded_, swapped into the slot's Inbound); `entry`: of the
+     * mailbox the REQUEST came in, or -1 for a message.
+     */
+    void handle_request(int32_t worker, wire::Request &req, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
+    /** The slot's Inbound, made if need be; null (and the worker failed) for a slot no worker uses. */
+    Inbound *inbound(int32_t worker, uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
     /** A carrier immediate: the REQUEST it put into this server's mailbox. */
     void on_carrier(int32_t worker, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
     void complete_if_ready(int32_t worker, uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
@@ -173,16 +169,17 @@ private:
         AFMESH_EXCLUDES(ctx_.mu);
     /** Checks a response against its request and finds each tensor's registration (its pinned buffer's, if staged). */
     Status check_response(afmesh_request *request, const afmesh_tensor *tensors, size_t count,
-                          const std::vector<Staging::Buffer> &buffers, std::vector<const Registration *> *regs)
-        AFMESH_REQUIRES(ctx_.mu);
+                          const std::vector<Staging::Buffer> &buffers) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Writes the answers into the worker's pull buffers, then sends the
      * RESPONSE; takes the lock itself, between the staging copies.
      * *cookie: of the last signalled write (0: none).
      */
-    Status post_response(const afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count,
-                         const std::vector<Staging::Buffer> &buffers, const std::vector<const Registration *> &regs,
-                         uint64_t *cookie) AFMESH_EXCLUDES(ctx_.mu);
+    Status post_response(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count,
+                         const std::vector<Staging::Buffer> &buffers, uint64_t *cookie) AFMESH_EXCLUDES(ctx_.mu);
+    /** post_response, then waits until the answers' buffers may be reused. */
+    Status answer(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count,
+                  const std::vector<Staging::Buffer> &buffers) AFMESH_EXCLUDES(ctx_.mu);
     void update_ready_counters() AFMESH_REQUIRES(ctx_.mu);
     /** Returns handed-out requests to the front of their workers' queues (get_batch could not finish). */
     void put_back(afmesh_request *const *requests, size_t count) AFMESH_EXCLUDES(ctx_.mu);
@@ -193,7 +190,8 @@ private:
     // respond() keeps the Worker it looked up under the lock: it reads its
     // atomics without the lock, and post_response the rest under it again.
     std::vector<std::unique_ptr<Worker>> workers_ AFMESH_GUARDED_BY(ctx_.mu);
-    std::unordered_set<afmesh_request *> handed_out_ AFMESH_GUARDED_BY(ctx_.mu);  // by get_batch, not yet answered
+    RequestPool requests_ AFMESH_GUARDED_BY(ctx_.mu);
+    wire::Request decoded_ AFMESH_GUARDED_BY(ctx_.mu);  // the REQUEST being taken in
     // A worker's ALLOC_REQ (the first push of a key without a registered
     // buffer) is answered only once the application has begun to serve (its
     // first get_batch): the receive buffers it registers before then are the
