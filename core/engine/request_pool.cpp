@@ -1,17 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "request_pool.h"
 
+#include "reuse.h"
+
 namespace afmesh {
-namespace {
-
-// Moves `from`'s storage into `to`, emptied: its elements go, its capacity stays.
-template <class T>
-void keep_capacity(std::vector<T> &from, std::vector<T> &to) {
-    from.clear();
-    to.swap(from);
-}
-
-}  // namespace
 
 RequestPool::~RequestPool() {
     for (const afmesh_request *request : all_) delete request;

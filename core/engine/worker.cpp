@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "imm.h"
 #include "log.h"
+#include "reuse.h"
 
 namespace afmesh {
 namespace {
@@ -88,18 +89,24 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
                               size_t num_pull, const std::vector<Staging::Buffer> &staged) {
     op.pushes.clear();
     op.pulls.clear();
-    op.parts.clear();
     op.staged = !staged.empty();
     op.delivered.store(false);
     op.flag_armed = false;
     std::vector<int32_t> &part_of = part_of_;
     part_of.assign(servers_.size(), -1);
+    // The op's parts of its last use are set back and reused, vectors and all.
+    size_t parts = 0;
     auto part_for = [&](int32_t server) AFMESH_REQUIRES(ctx_.mu) -> Part & {
         if (part_of[server] < 0) {
-            part_of[server] = static_cast<int32_t>(op.parts.size());
-            op.parts.emplace_back();
-            op.parts.back().server = server;
-            op.parts.back().trace.server = server;
+            part_of[server] = static_cast<int32_t>(parts);
+            if (parts == op.parts.size()) op.parts.emplace_back();
+            Part &part = op.parts[parts++];
+            Part fresh;
+            keep_capacity(part.pushes, fresh.pushes);
+            keep_capacity(part.pulls, fresh.pulls);
+            part = std::move(fresh);
+            part.server = server;
+            part.trace.server = server;
         }
         return op.parts[part_of[server]];
     };
@@ -143,6 +150,7 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
         part.most_answer_writes = static_cast<uint32_t>(
             std::min<uint64_t>(part.most_answer_writes + wire::max_writes(t.bytes), UINT32_MAX));
     }
+    op.parts.resize(parts);
     for (Part &p : op.parts) {
         const Server &server = servers_[p.server];
         if (server.failed) return peer_failure("server " + std::to_string(p.server), server.failure);
