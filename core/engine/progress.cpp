@@ -16,6 +16,14 @@ constexpr int kMaxEventsPerPoll = 64;
 // Transports without a wait fd, and device events (which have none): how
 // long the NetRecv thread naps between polls.
 constexpr auto kNapWithoutFd = std::chrono::microseconds(50);
+// Without a wait fd, each nap that found nothing doubles the next, up to
+// this; a completion, or a caller that starts to wait (and relies on this
+// thread to poll for it), brings it back to kNapWithoutFd. Napping 50 us for
+// ever woke an idle process 5,000-20,000 times a second, and on a host with
+// fewer cores than busy threads each wake-up took a core from someone's
+// spin: the afmesh bench's idle side (blocking while the other is timed)
+// put the fabric/shm floor's p99 at 8 B at 25-32 us; napping 2 ms, 1.6-2.1.
+constexpr auto kLongestIdleNap = std::chrono::microseconds(1000);
 // How often the parked NetRecv thread looks whether the waiters have all
 // left, and takes progress back if so. Leaving wakes nobody: a server's
 // loop (get_batch, respond, get_batch) or a worker's (wait, post, wait)
@@ -31,10 +39,14 @@ constexpr int kParkRecheckMs = 1;
 // processes on one host), a spinner would hold its core until the
 // scheduler's tick (4 ms) while the thread with data to move waits for it:
 // 1x1 busy at 128x7168 bf16 took 8 ms a round trip on 2 cores, 0.78 ms
-// yielding. But a yield is a system call (microseconds on a VM), so a
-// spinner yields only once it has idled for kYieldAfter: a short exchange
-// (8 B: ~20 us) is answered before that, at the cost of pauses alone.
-constexpr auto kYieldAfter = std::chrono::microseconds(20);
+// yielding. But a yield is a system call (microseconds on a VM) that may
+// hand the core to anything runnable for a time slice, so a spinner yields
+// only once it has idled for kYieldAfter. At 20 us, 1x1 fabric/shm busy
+// polling yielded 0.2-0.6 times per 8 B push-pull (p99 21-47 us against
+// the floor's 1.2-1.6) and 200 times per 128x7168 bf16 one; at 200 us,
+// 0.02-0.08 and 2-6 times, p99 at 8 B 12-16 us, 128x7168 and the AF
+// pipeline unchanged (p50 185-198 us, 312-314 us).
+constexpr auto kYieldAfter = std::chrono::microseconds(200);
 
 class IdleSpin {
 public:
@@ -313,14 +325,22 @@ Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::ti
     return Status::ok();
 }
 
-bool Progress::sleep_on_transport() {
+bool Progress::nap_netrecv(std::chrono::microseconds nap) {
+    netrecv_sleep_.store(kParked);  // wake_netrecv() now cuts the nap short
+    pollfd fd{wake_fd_, POLLIN, 0};
+    sleep_on(&fd, 1, Clock::now() + nap);
+    counters_.naps.add();
+    netrecv_sleep_.store(kAwake);
+    if (!(fd.revents & POLLIN)) return false;
+    drain_fd(wake_fd_, counters_.drains);
+    return true;
+}
+
+Progress::Slept Progress::sleep_on_transport(std::chrono::microseconds nap) {
     const afmesh_net_ops &ops = transport_.net();
     int fd = -1;
-    if (!(transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD) || ops.get_wait_fd(transport_.ctx(), &fd) != 0) {
-        std::this_thread::sleep_for(kNapWithoutFd);
-        counters_.naps.add();
-        return false;
-    }
+    if (!(transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD) || ops.get_wait_fd(transport_.ctx(), &fd) != 0)
+        return nap_netrecv(nap) ? Slept::kNapWoken : Slept::kNapped;
     // Announced before arming: a poll by another thread after arm() sees it
     // and wakes us (hand_back); one before arm() is seen by arm(). Work
     // handed to the background before the announcement is seen here.
@@ -330,7 +350,7 @@ bool Progress::sleep_on_transport() {
         MutexLock lock(&poll_mu_);
         if (run_background() || ops.arm(transport_.ctx()) != AFMESH_HAL_OK) {  // work pending: poll again first
             netrecv_sleep_.store(kAwake);
-            return true;
+            return Slept::kOnTransport;
         }
     }
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
@@ -338,7 +358,7 @@ bool Progress::sleep_on_transport() {
     counters_.transport_sleeps.add();
     netrecv_sleep_.store(kAwake);
     if (fds[1].revents & POLLIN) drain_fd(wake_fd_, counters_.drains);
-    return true;
+    return Slept::kOnTransport;
 }
 
 void Progress::park_netrecv() {
@@ -356,6 +376,7 @@ void Progress::park_netrecv() {
 void Progress::run() {
     last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     IdleSpin idle(counters_.yields);
+    auto nap = kNapWithoutFd;  // the next idle nap without a wait fd
     while (!stopping_.load(std::memory_order_relaxed)) {
         int n = try_progress();
         if (n < 0) {
@@ -365,6 +386,7 @@ void Progress::run() {
         if (transport_waiter_.load(std::memory_order_relaxed)) wake_transport_waiter();  // it may have armed before our poll
         if (n > 0) {
             idle.reset();
+            nap = kNapWithoutFd;
             continue;
         }
         const PollMode mode = this->mode();
@@ -382,12 +404,20 @@ void Progress::run() {
             counters_.naps.add();
             continue;
         }
+        // Time asleep is not time spent spinning idle: the next spin starts afresh.
+        idle.reset();
         if (caller_drives) {
             park_netrecv();
             continue;
         }
+        switch (sleep_on_transport(nap)) {
+        case Slept::kOnTransport:
+            last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            break;
         // A nap without a wait fd is no sign of activity: the window is not reopened.
-        if (sleep_on_transport()) last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+        case Slept::kNapped: nap = std::min(nap * 2, kLongestIdleNap); break;
+        case Slept::kNapWoken: nap = kNapWithoutFd; break;
+        }
     }
 }
 

@@ -122,8 +122,14 @@ private:
     /** Runs the background work (with poll_mu_ held); true while some remains. */
     bool run_background() AFMESH_REQUIRES(poll_mu_);
     void run();
-    /** Sleeps until the transport or another thread wakes it (true), or naps without a wait fd (false). */
-    bool sleep_on_transport() AFMESH_EXCLUDES(poll_mu_);
+    enum class Slept { kOnTransport, kNapped, kNapWoken };
+    /**
+     * Sleeps until the transport or another thread wakes it, or, without a
+     * wait fd, naps for `nap` (nap_netrecv).
+     */
+    Slept sleep_on_transport(std::chrono::microseconds nap) AFMESH_EXCLUDES(poll_mu_);
+    /** The NetRecv thread naps `nap`; true when wake_netrecv() cut it short. */
+    bool nap_netrecv(std::chrono::microseconds nap);
 
     const Module &transport_;
     ProgressCounters counters_;
