@@ -40,8 +40,10 @@ bool writes_plausible(uint32_t writes, bool gave_up, bool eager, bool carried, s
 }
 
 
-// Eager bytes follow the metadata: exactly `bytes` of them, the rest of the message.
+// Eager bytes follow the metadata: exactly `bytes` of them, the rest of the
+// message. *data is always set: messages are decoded into reused structs.
 bool get_eager(ByteReader &r, bool eager, uint64_t bytes, const uint8_t **data) {
+    *data = nullptr;
     if (!eager) return r.done();
     if (!r.ok() || r.remaining() != bytes) return false;
     *data = r.here();

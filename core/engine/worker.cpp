@@ -427,9 +427,8 @@ void WorkerEngine::on_message(int32_t server_rank, const void *data, size_t len)
         return;
     }
     if (type != wire::Type::kResponse) return protocol_error(server_rank, "unexpected message type");
-    wire::Response response;
-    if (Status s = wire::decode(data, len, &response); !s) return protocol_error(server_rank, s.message());
-    on_response(server_rank, response, -1);
+    if (Status s = wire::decode(data, len, &decoded_); !s) return protocol_error(server_rank, s.message());
+    on_response(server_rank, decoded_, -1);
 }
 
 void WorkerEngine::on_carrier(int32_t server_rank, uint32_t value) {
@@ -439,9 +438,8 @@ void WorkerEngine::on_carrier(int32_t server_rank, uint32_t value) {
     const uint8_t *data = nullptr;
     size_t len = 0;
     if (Status s = mailbox->read(imm::entry(value), &data, &len); !s) return protocol_error(server_rank, s.message());
-    wire::Response response;
-    if (Status s = wire::decode(data, len, &response); !s) return protocol_error(server_rank, s.message());
-    on_response(server_rank, response, imm::entry(value));
+    if (Status s = wire::decode(data, len, &decoded_); !s) return protocol_error(server_rank, s.message());
+    on_response(server_rank, decoded_, imm::entry(value));
 }
 
 void WorkerEngine::on_response(int32_t server_rank, const wire::Response &response, int32_t entry) {

@@ -282,6 +282,7 @@ private:
     std::vector<uint8_t> scratch_ AFMESH_GUARDED_BY(ctx_.mu);  // message encoding buffer, reused
     std::vector<int32_t> part_of_ AFMESH_GUARDED_BY(ctx_.mu);  // build_op: each server's part, or -1; reused
     std::vector<uint8_t> eager_ AFMESH_GUARDED_BY(ctx_.mu);    // an eager REQUEST's pushes, gathered; reused
+    wire::Response decoded_ AFMESH_GUARDED_BY(ctx_.mu);        // the RESPONSE being taken in; reused
     // REQUEST being encoded, reused so its vectors keep their capacity.
     wire::Request request_ AFMESH_GUARDED_BY(ctx_.mu);
     StreamFlags flags_ AFMESH_GUARDED_BY(ctx_.mu);  // per slot, made by the first stream_wait on it

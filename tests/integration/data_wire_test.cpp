@@ -291,6 +291,39 @@ TEST(DataWire, EagerBytesTravelInsideTheirMessage) {
     EXPECT_EQ(std::vector<uint8_t>(back.eager_data, back.eager_data + 3), std::vector<uint8_t>(answer, answer + 3));
 }
 
+// The engines decode every message into one reused struct: nothing of an
+// earlier message may show through a later one.
+TEST(DataWire, DecodingIntoAUsedStructLeavesNothingOfTheLastMessage) {
+    const uint8_t pushed[5] = {1, 2, 3, 4, 5};
+    const std::vector<uint8_t> eager = encoded(eager_request(pushed));
+    Request plain = sample_request(1, false);
+    plain.pushes = {tensor(7, 64)};
+    plain.pulls.clear();
+    const std::vector<uint8_t> written = encoded(plain);
+    Request in;
+    ASSERT_TRUE(decode(eager.data(), eager.size(), &in));
+    ASSERT_TRUE(decode(written.data(), written.size(), &in));
+    EXPECT_FALSE(in.eager);
+    EXPECT_EQ(in.eager_data, nullptr);
+    ASSERT_EQ(in.pushes.size(), 1u);
+    EXPECT_EQ(in.pushes[0].key, 7u);
+    EXPECT_TRUE(in.pulls.empty());
+
+    Response answer = sample_response(0, false);
+    const uint8_t bytes[3] = {9, 8, 7};
+    answer.pull_bytes = {3};
+    answer.eager = true;
+    answer.eager_data = bytes;
+    const std::vector<uint8_t> eager_answer = encoded(answer);
+    const std::vector<uint8_t> written_answer = encoded(sample_response(1, false));
+    Response back;
+    ASSERT_TRUE(decode(eager_answer.data(), eager_answer.size(), &back));
+    ASSERT_TRUE(decode(written_answer.data(), written_answer.size(), &back));
+    EXPECT_FALSE(back.eager);
+    EXPECT_EQ(back.eager_data, nullptr);
+    EXPECT_EQ(back.pull_bytes, sample_response(1, false).pull_bytes);
+}
+
 // The tensors' lengths say how many eager bytes follow: one more or one
 // fewer is refused, and so are writes announced besides (the receiver would
 // wait for immediates that never come) or an abort (the sender had every byte).
