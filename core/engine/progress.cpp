@@ -41,12 +41,13 @@ constexpr int kParkRecheckMs = 1;
 // 1x1 busy at 128x7168 bf16 took 8 ms a round trip on 2 cores, 0.78 ms
 // yielding. But a yield is a system call (microseconds on a VM) that may
 // hand the core to anything runnable for a time slice, so a spinner yields
-// only once it has idled for kYieldAfter. At 20 us, 1x1 fabric/shm busy
-// polling yielded 0.2-0.6 times per 8 B push-pull (p99 21-47 us against
-// the floor's 1.2-1.6) and 200 times per 128x7168 bf16 one; at 200 us,
-// 0.02-0.08 and 2-6 times, p99 at 8 B 12-16 us, 128x7168 and the AF
-// pipeline unchanged (p50 185-198 us, 312-314 us).
-constexpr auto kYieldAfter = std::chrono::microseconds(200);
+// only once it has idled for kYieldAfter. Where it is set is a trade
+// between the two cases, measured on 2 cores over fabric/shm, busy: at
+// 200 us, 1x1's p99 at 8 B fell from 21-47 us to 12-16 (0.02-0.08 yields
+// per push-pull instead of 0.2-0.6), but 2x2 at 64 KiB, four spinning
+// processes on two cores, took 480-690 us a round trip instead of 85-115.
+// Oversubscribed hosts are this setting's reason to be: 20 us.
+constexpr auto kYieldAfter = std::chrono::microseconds(20);
 
 class IdleSpin {
 public:
