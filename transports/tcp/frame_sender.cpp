@@ -53,11 +53,11 @@ FrameSender::Flush FrameSender::flush(int fd, Failure *failure) {
         if (sent >= kSendBudgetBytes) return Flush::kBlocked;
         iovec iov[kMaxIov];
         // Zero-copy sources may not be deregistered while the kernel reads them.
-        RegionAccess access[kMaxIov];
-        int iov_count = 0, access_count = 0;
+        RegionAccesses<kMaxIov> access;
+        int iov_count = 0;
         for (size_t i = 0; i < queue_.unsent_count() && iov_count + 2 <= kMaxIov; ++i) {
             SendOp &op = queue_.unsent(i);
-            if (op.source && !access[access_count++].acquire(*op.source)) {
+            if (op.source && !access.acquire(*op.source)) {
                 failure->status = AFMESH_HAL_ACCESS;
                 failure->reason.format("the source region of a write in flight (id %" PRIu64 ") was deregistered",
                                        op.source->id());

@@ -42,6 +42,8 @@ public:
 
 private:
     friend class RegionAccess;
+    template <int>
+    friend class RegionAccesses;
     friend class RegionTable;
 
     bool enter();
@@ -80,6 +82,34 @@ public:
 
 private:
     Region *region_ = nullptr;
+};
+
+/**
+ * Up to N accesses held together, for a gathered send that reads from
+ * several regions in one socket call. Only those taken cost anything to
+ * release: an array of N RegionAccess set up and torn down all N on every
+ * send, which was two thirds of an 8 B send's instructions.
+ */
+template <int N>
+class RegionAccesses {
+public:
+    RegionAccesses() = default;
+    ~RegionAccesses() {
+        for (int i = 0; i < count_; ++i) held_[i]->leave();
+    }
+    RegionAccesses(const RegionAccesses &) = delete;
+    RegionAccesses &operator=(const RegionAccesses &) = delete;
+
+    /** False when the region is revoked (nothing is then held for it), or when N are held already. */
+    bool acquire(Region &region) {
+        if (count_ == N || !region.enter()) return false;
+        held_[count_++] = &region;
+        return true;
+    }
+
+private:
+    Region *held_[N];  // the first count_ are held
+    int count_ = 0;
 };
 
 class RegionTable {
