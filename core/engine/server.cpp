@@ -567,12 +567,13 @@ Status ServerEngine::answer(afmesh_request &request, Worker &worker, const afmes
     uint64_t cookie = 0;  // of the last write posted
     Status posted = post_response(request, worker, tensors, count, buffers, &cookie);
     if (cookie == 0) return posted;
-    // Return only once the response buffers may be reused.
+    // Return only once the response buffers may be reused. Handed over by
+    // reference: the std::function wait_until takes would allocate a copy.
     auto done = [&worker, cookie, incarnation = request.incarnation] {
         return worker.responses_completed.load() >= cookie || worker.failed.load() ||
                worker.incarnation.load() != incarnation;
     };
-    (void)ctx_.progress.wait_until(done, Clock::time_point::max());
+    (void)ctx_.progress.wait_until(std::cref(done), Clock::time_point::max());
     return posted;
 }
 
