@@ -223,13 +223,15 @@ afmesh_status afmesh_set_poll_mode(afmesh_node *node, const char *mode) {
 afmesh_status afmesh_peer_stats_get(afmesh_node *node, int32_t peer, afmesh_stats *stats) {
     const afmesh::Node *n = as_node(node);
     if (!n) return invalid("not a worker or server node");
-    if (!stats || stats->struct_size < sizeof(afmesh_stats))
-        return invalid("null stats, or afmesh_stats.struct_size below sizeof(afmesh_stats) of this afmesh version");
+    if (!stats || stats->struct_size < AFMESH_STATS_SIZE_0_1)
+        return invalid("null stats, or afmesh_stats.struct_size below the first version's (AFMESH_STATS_SIZE_0_1)");
     return guarded([&] {
         afmesh_stats all{};
         if (Status s = n->stats(peer, &all); !s) return s;
+        // A caller built against an older afmesh.h gets the fields its struct has.
+        const size_t size = std::min(stats->struct_size, sizeof all);
         all.struct_size = stats->struct_size;
-        memcpy(stats, &all, sizeof all);
+        memcpy(stats, &all, size);
         return Status::ok();
     });
 }

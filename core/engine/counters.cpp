@@ -20,6 +20,7 @@ void PeerCounters::add_traffic_to(afmesh_stats *out) const {
     out->pull_bytes += pull_bytes.get();
     out->eager_requests += eager_requests.get();
     out->eager_responses += eager_responses.get();
+    out->eager_bytes += eager_bytes.get();
     out->mailbox_requests += mailbox_requests.get();
     out->mailbox_responses += mailbox_responses.get();
     out->credit_waits += credit_waits.get();

@@ -36,7 +36,7 @@ struct OutcomeCounters {
 struct PeerCounters {
     OutcomeCounters push_pulls;
     Tally requests, responses, push_bytes, pull_bytes;
-    Tally eager_requests, eager_responses, mailbox_requests, mailbox_responses;
+    Tally eager_requests, eager_responses, eager_bytes, mailbox_requests, mailbox_responses;
     Tally credit_waits;
     Tally writes, gathered_writes, messages, queue_full;
     Tally heartbeats_missed, protocol_errors;

@@ -202,7 +202,10 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &req, int32
     Inbound &in = *slot;
     if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
     worker.counters.requests.add();
-    if (req.eager) worker.counters.eager_requests.add();
+    if (req.eager) {
+        worker.counters.eager_requests.add();
+        worker.counters.eager_bytes.add(wire::eager_bytes(req));
+    }
     if (entry >= 0) worker.counters.mailbox_requests.add();
     if (!req.aborted)
         worker.counters.push_bytes.add(std::accumulate(req.pushes.begin(), req.pushes.end(), uint64_t{0},
@@ -694,7 +697,10 @@ Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
 
 void ServerEngine::count_response(Worker &worker, const wire::Response &response) {
     worker.counters.responses.add();
-    if (response.eager) worker.counters.eager_responses.add();
+    if (response.eager) {
+        worker.counters.eager_responses.add();
+        worker.counters.eager_bytes.add(wire::eager_bytes(response));
+    }
     if (response.carried) worker.counters.mailbox_responses.add();
     worker.counters.pull_bytes.add(std::accumulate(response.pull_bytes.begin(), response.pull_bytes.end(), uint64_t{0}));
 }

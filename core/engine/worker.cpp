@@ -383,7 +383,10 @@ void WorkerEngine::send_request(uint16_t slot, Part &part, const afmesh_net_writ
     part.aborted = aborted;
     PeerCounters &counters = ctx_.counters.peer(part.server);
     counters.requests.add();
-    if (request_.eager) counters.eager_requests.add();
+    if (request_.eager) {
+        counters.eager_requests.add();
+        counters.eager_bytes.add(wire::eager_bytes(request_));
+    }
     if (part.entry >= 0) counters.mailbox_requests.add();
     if (!aborted)
         counters.push_bytes.add(std::accumulate(part.pushes.begin(), part.pushes.end(), uint64_t{0},
@@ -562,7 +565,10 @@ void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
 void WorkerEngine::count_response(int32_t server_rank, const wire::Response &response, int32_t entry) {
     PeerCounters &counters = ctx_.counters.peer(server_rank);
     counters.responses.add();
-    if (response.eager) counters.eager_responses.add();
+    if (response.eager) {
+        counters.eager_responses.add();
+        counters.eager_bytes.add(wire::eager_bytes(response));
+    }
     if (entry >= 0) counters.mailbox_responses.add();
     counters.pull_bytes.add(std::accumulate(response.pull_bytes.begin(), response.pull_bytes.end(), uint64_t{0}));
 }

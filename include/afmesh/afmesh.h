@@ -409,13 +409,26 @@ typedef struct afmesh_stats {
     /* Worker: completion time of push-pulls that ended OK [node]. */
     uint64_t latency_ns_sum;
     uint64_t latency_buckets[AFMESH_STATS_LATENCY_BUCKETS];
+
+    /* Since 0.2: filled only where struct_size covers them. */
+    /**
+     * [peer] Tensor bytes that travelled inside REQUESTs and RESPONSEs, sent
+     * or received: the engine copies each of them once on this side
+     * (gathered into the message, or placed from it into the receive slice
+     * or pull buffer), where a tensor that goes by write is copied by none.
+     * Copies per byte moved: eager_bytes / (push_bytes + pull_bytes).
+     */
+    uint64_t eager_bytes;
 } afmesh_stats;
+
+/** The size of the first afmesh_stats (0.1): afmesh_stats_get fills a struct of this size or more. */
+#define AFMESH_STATS_SIZE_0_1 offsetof(afmesh_stats, eager_bytes)
 
 /**
  * Fills `stats` (set stats->struct_size; a smaller struct of an older
  * version gets the fields it has) with the node's totals.
  * INVALID_ARGUMENT for the scheduler role or a struct_size below the first
- * version's.
+ * version's (AFMESH_STATS_SIZE_0_1).
  */
 AFMESH_API afmesh_status afmesh_stats_get(afmesh_node *node, afmesh_stats *stats);
 /**

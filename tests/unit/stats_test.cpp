@@ -40,6 +40,7 @@ afmesh_stats stats_of(afmesh_node *node, int32_t peer = -1) {
 constexpr uint64_t afmesh_stats::*kPeerFields[] = {
     &afmesh_stats::requests,        &afmesh_stats::responses,       &afmesh_stats::push_bytes,
     &afmesh_stats::pull_bytes,      &afmesh_stats::eager_requests,  &afmesh_stats::eager_responses,
+    &afmesh_stats::eager_bytes,
     &afmesh_stats::mailbox_requests, &afmesh_stats::mailbox_responses, &afmesh_stats::credit_waits,
     &afmesh_stats::writes,          &afmesh_stats::gathered_writes, &afmesh_stats::messages,
     &afmesh_stats::queue_full,      &afmesh_stats::heartbeats_missed, &afmesh_stats::protocol_errors,
@@ -182,6 +183,7 @@ TEST_P(StatsCluster, CountsAndBytesAreExactAfterKnownExchanges) {
             if (is_tcp()) {  // its sends take a whole REQUEST with 8 B inline, and its writes gather
                 EXPECT_EQ(peer.eager_requests, uint64_t{kRounds});
                 EXPECT_EQ(peer.eager_responses, uint64_t{kRounds});
+                EXPECT_EQ(peer.eager_bytes, kRounds * (kSmall.push + kSmall.pull)) << "the small exchange's, both ways";
                 EXPECT_EQ(peer.mailbox_requests, uint64_t{kRounds});
                 EXPECT_EQ(peer.mailbox_responses, uint64_t{kRounds});
             } else {  // the provider's limits decide; either way both directions of a push-pull travel alike
@@ -194,7 +196,7 @@ TEST_P(StatsCluster, CountsAndBytesAreExactAfterKnownExchanges) {
             const afmesh_stats seen = stats_of(servers_[s]->get(), w);
             for (auto field : {&afmesh_stats::requests, &afmesh_stats::responses, &afmesh_stats::push_bytes,
                                &afmesh_stats::pull_bytes, &afmesh_stats::eager_requests,
-                               &afmesh_stats::eager_responses, &afmesh_stats::mailbox_requests,
+                               &afmesh_stats::eager_responses, &afmesh_stats::eager_bytes, &afmesh_stats::mailbox_requests,
                                &afmesh_stats::mailbox_responses})
                 EXPECT_EQ(seen.*field, peer.*field);
         }
@@ -271,9 +273,23 @@ TEST_P(StatsCluster, AFailedPushPullIsCountedUnderItsStatus) {
     EXPECT_EQ(timed, 0u) << "only push-pulls that completed are timed";
 }
 
+// A caller built against afmesh 0.1's afmesh.h passes the struct it knows:
+// it gets those fields, and nothing is written past them.
+TEST_P(StatsCluster, AStructOfTheFirstVersionGetsTheFieldsItHas) {
+    run_exchanges();
+    afmesh_stats s{};
+    constexpr uint64_t kUntouched = 0x5a5a5a5a5a5a5a5a;
+    s.eager_bytes = kUntouched;
+    s.struct_size = AFMESH_STATS_SIZE_0_1;
+    ASSERT_EQ(afmesh_peer_stats_get(workers_[0]->get(), 0, &s), AFMESH_OK) << last_error();
+    EXPECT_EQ(s.struct_size, AFMESH_STATS_SIZE_0_1);
+    EXPECT_EQ(s.requests, 2u * kRounds);
+    EXPECT_EQ(s.eager_bytes, kUntouched) << "a field beyond the caller's struct was written";
+}
+
 TEST_P(StatsCluster, MisuseIsRefusedWithAReason) {
     afmesh_stats s{};
-    s.struct_size = sizeof s - 8;
+    s.struct_size = AFMESH_STATS_SIZE_0_1 - 8;
     EXPECT_EQ(afmesh_stats_get(workers_[0]->get(), &s), AFMESH_ERR_INVALID_ARGUMENT);
     EXPECT_NE(last_error().find("struct_size"), std::string::npos) << last_error();
     s.struct_size = sizeof s;

@@ -136,6 +136,8 @@ class afmesh_stats(C.Structure):
         # worker: latency of push-pulls that ended OK [node]
         ("latency_ns_sum", C.c_uint64),
         ("latency_buckets", C.c_uint64 * STATS_LATENCY_BUCKETS),
+        # since 0.2 [peer]
+        ("eager_bytes", C.c_uint64),
     ]
 
 

@@ -38,6 +38,7 @@ _PEER_FIELDS = (
     ("pull_bytes", "Tensor bytes answered: received (worker) or sent (server)."),
     ("eager_requests", "REQUESTs that carried their push tensors inline."),
     ("eager_responses", "RESPONSEs that carried their answers inline."),
+    ("eager_bytes", "Tensor bytes inside REQUESTs and RESPONSEs, each copied once on this side (a write copies none)."),
     ("mailbox_requests", "REQUESTs that rode a tensor write into the server's mailbox."),
     ("mailbox_responses", "RESPONSEs that rode an answer write into the worker's mailbox."),
     ("credit_waits", "Worker: parts that waited for a receive slice."),
