@@ -61,8 +61,18 @@ public:
 
     /** Whether every slot holds an op not yet waited. */
     bool full() const { return free_slots_.empty(); }
-    /** The slot the next take() hands out: its op may be built before (not full()). */
+    /** The slot the next take() hands out (not full()). */
     uint16_t next_free() const { return free_slots_.front(); }
+    /**
+     * The op in next_free(), to be built before take(). Its retired results
+     * are forgotten now: building overwrites them, and a build that is
+     * refused half-way must not leave them readable under the old handle.
+     */
+    Op &next_to_build() {
+        Op &op = ops_[free_slots_.front()];
+        op.retired = false;
+        return op;
+    }
     /** Makes the op in next_free() live under a new sequence; returns its handle. */
     afmesh_handle take() {
         const uint16_t slot = free_slots_.front();

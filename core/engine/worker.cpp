@@ -191,7 +191,7 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
         if (ops_.full()) {
             refused = {Code::kNoMemory,
                        "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) + "); wait for some first"};
-        } else if (Status s = build_op(ops_[ops_.next_free()], push, num_push, pull, num_pull, staged); !s) {
+        } else if (Status s = build_op(ops_.next_to_build(), push, num_push, pull, num_pull, staged); !s) {
             refused = s;
         } else {
             issue(ops_.next_free(), std::move(gates), handle);

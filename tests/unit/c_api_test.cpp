@@ -230,6 +230,44 @@ TEST_F(CApiCluster, WaitTimesOutAndTheHandleStaysValid) {
     EXPECT_EQ(afmesh_wait(worker_, h, 0), AFMESH_ERR_NOT_FOUND) << "a handle is waited once";
 }
 
+// A waited handle's results stay readable until its slot is reused, then
+// NOT_FOUND: never what a later push-pull left there, even one refused
+// half-way through being built in that slot.
+TEST_F(CApiCluster, AWaitedHandleNeverReadsWhatARefusedPushPullLeft) {
+    std::vector<uint8_t> push(64, 1), pull(64, 0), answer(48, 2);
+    auto round_trip = [&] {
+        afmesh_handle h = start(push, pull);
+        afmesh_request *r = one_request();
+        afmesh_tensor t = host_bytes(answer.data(), answer.size());
+        EXPECT_EQ(afmesh_respond(server_, r, &t, 1), AFMESH_OK) << last_error();
+        EXPECT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << last_error();
+        return h;
+    };
+    const afmesh_handle first = round_trip();
+    // The same key twice to one server: refused in the build, after the
+    // slot's pulls were rewritten.
+    afmesh_push twice[2] = {{}, {}};
+    for (afmesh_push &p : twice) {
+        p.key = 1;
+        p.tensor = host_bytes(push.data(), push.size());
+    }
+    std::vector<uint8_t> other(64);
+    afmesh_pull q{};
+    q.key = 2;
+    q.tensor = host_bytes(other.data(), other.size());
+    for (int i = 0; i < 20000; ++i) {
+        afmesh_handle refused = 0;
+        ASSERT_EQ(afmesh_push_pull(worker_, twice, 2, &q, 1, &refused), AFMESH_ERR_INVALID_ARGUMENT);
+        uint64_t got = 0;
+        const afmesh_status read = afmesh_pull_bytes(worker_, first, 0, &got);
+        if (read == AFMESH_ERR_NOT_FOUND) return;  // its slot was reused
+        ASSERT_EQ(read, AFMESH_OK) << last_error();
+        ASSERT_EQ(got, answer.size()) << "read what the refused push-pull left in the slot (round " << i << ")";
+        round_trip();
+    }
+    FAIL() << "the first handle's slot was never reused";
+}
+
 TEST_F(CApiCluster, BadResponsesLeaveTheRequestAnswerable) {
     std::vector<uint8_t> push(64, 1), pull(64, 0);
     afmesh_handle h = start(push, pull);
