@@ -13,6 +13,28 @@ void OutcomeCounters::add_to(afmesh_stats *out) const {
     out->push_pulls_failed += failed.get();
 }
 
+void PeerCounters::count(const wire::Request &m) {
+    const uint64_t bytes = wire::eager_bytes(m);  // its pushes' bytes, eager or not
+    requests.add();
+    if (!m.aborted) push_bytes.add(bytes);
+    if (m.eager) {
+        eager_requests.add();
+        eager_bytes.add(bytes);
+    }
+    if (m.carried) mailbox_requests.add();
+}
+
+void PeerCounters::count(const wire::Response &m) {
+    const uint64_t bytes = wire::eager_bytes(m);  // its answers' bytes, eager or not
+    responses.add();
+    pull_bytes.add(bytes);
+    if (m.eager) {
+        eager_responses.add();
+        eager_bytes.add(bytes);
+    }
+    if (m.carried) mailbox_responses.add();
+}
+
 void PeerCounters::add_traffic_to(afmesh_stats *out) const {
     out->requests += requests.get();
     out->responses += responses.get();

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "afmesh/afmesh.h"
+#include "engine/wire.h"
 
 namespace afmesh {
 
@@ -41,6 +42,10 @@ struct PeerCounters {
     Tally writes, gathered_writes, messages, queue_full;
     Tally heartbeats_missed, protocol_errors;
 
+    /** A REQUEST sent (worker) or taken in (server): the same counts on both sides. */
+    void count(const wire::Request &m);
+    /** A RESPONSE sent (server) or taken in (worker). */
+    void count(const wire::Response &m);
     /** Adds the [peer] fields to `out`. */
     void add_traffic_to(afmesh_stats *out) const;
 };

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <utility>
 
 #include "clock.h"
@@ -201,15 +200,7 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &req, int32
     if (!slot) return;
     Inbound &in = *slot;
     if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
-    worker.counters.requests.add();
-    if (req.eager) {
-        worker.counters.eager_requests.add();
-        worker.counters.eager_bytes.add(wire::eager_bytes(req));
-    }
-    if (entry >= 0) worker.counters.mailbox_requests.add();
-    if (!req.aborted)
-        worker.counters.push_bytes.add(std::accumulate(req.pushes.begin(), req.pushes.end(), uint64_t{0},
-                                                       [](uint64_t sum, const wire::TensorMeta &t) { return sum + t.bytes; }));
+    worker.counters.count(req);
     if (req.eager) {
         // The bytes are the message's, lent until this returns: into the slices now.
         const uint8_t *from = req.eager_data;
@@ -671,7 +662,7 @@ Status ServerEngine::conclude(const afmesh_request &request, Worker &worker, wir
         segs[n++] = worker.mailbox->stage(entry, scratch_, worker.worker_mailbox);
         const uint32_t carrier = imm::encode_carrier(imm::Direction::kResponse, static_cast<uint16_t>(entry));
         s = worker.outbox->write(segs, n, carrier, AFMESH_NET_SIGNAL, cookie);
-        if (s) count_response(worker, response);
+        if (s) worker.counters.count(response);
     } else {
         s = send_response(worker, response);
     }
@@ -691,18 +682,8 @@ void ServerEngine::encode_response(wire::Response &response) {
 Status ServerEngine::send_response(Worker &worker, wire::Response &response) {
     encode_response(response);
     Status s = worker.outbox->send(scratch_);
-    if (s) count_response(worker, response);
+    if (s) worker.counters.count(response);
     return s;
-}
-
-void ServerEngine::count_response(Worker &worker, const wire::Response &response) {
-    worker.counters.responses.add();
-    if (response.eager) {
-        worker.counters.eager_responses.add();
-        worker.counters.eager_bytes.add(wire::eager_bytes(response));
-    }
-    if (response.carried) worker.counters.mailbox_responses.add();
-    worker.counters.pull_bytes.add(std::accumulate(response.pull_bytes.begin(), response.pull_bytes.end(), uint64_t{0}));
 }
 
 void ServerEngine::answer_aborted(int32_t worker_rank, const wire::Request &request) {

@@ -140,8 +140,6 @@ private:
     void encode_response(wire::Response &response) AFMESH_REQUIRES(ctx_.mu);
     /** Stamps responded_ns and sends the RESPONSE. */
     Status send_response(Worker &worker, wire::Response &response) AFMESH_REQUIRES(ctx_.mu);
-    /** Counts a RESPONSE the transport took. */
-    static void count_response(Worker &worker, const wire::Response &response);
     /** Whether a RESPONSE of `count` answers to `request` can ride on its last answer's write. */
     bool carries(const afmesh_request &request, size_t count) const;
     /**

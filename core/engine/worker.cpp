@@ -2,7 +2,6 @@
 #include "worker.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cstring>
 
 #include "clock.h"
@@ -381,16 +380,7 @@ void WorkerEngine::send_request(uint16_t slot, Part &part, const afmesh_net_writ
     if (!sent) return fail_server(part.server, sent);
     part.request_sent = true;
     part.aborted = aborted;
-    PeerCounters &counters = ctx_.counters.peer(part.server);
-    counters.requests.add();
-    if (request_.eager) {
-        counters.eager_requests.add();
-        counters.eager_bytes.add(wire::eager_bytes(request_));
-    }
-    if (part.entry >= 0) counters.mailbox_requests.add();
-    if (!aborted)
-        counters.push_bytes.add(std::accumulate(part.pushes.begin(), part.pushes.end(), uint64_t{0},
-                                                [&](uint64_t sum, uint32_t i) { return sum + op.pushes[i].tensor.bytes; }));
+    ctx_.counters.peer(part.server).count(request_);
 }
 
 void WorkerEngine::advance_parked(int32_t server_rank) {
@@ -464,7 +454,7 @@ void WorkerEngine::on_response(int32_t server_rank, const wire::Response &respon
         pull.received_bytes = response.pull_bytes[i];
     }
     if (response.eager) take_eager_answers(op, *part, response);
-    count_response(server_rank, response, entry);
+    ctx_.counters.peer(server_rank).count(response);
     AFMESH_LOG(AFMESH_LOG_TRACE, "server %d, slot %u: %zu answers arrived in %u writes%s", server_rank,
                response.slot, response.pull_bytes.size(), response.pull_writes + response.carried,
                response.carried ? ", the last carrying the RESPONSE" : "");
@@ -560,17 +550,6 @@ void WorkerEngine::fail_op(uint16_t slot, const Status &why) {
     for (Part &part : op.parts)
         if (part.claimed && !part.request_sent && !part.lost) post_ready(slot, part);
     finish_if_settled(slot);
-}
-
-void WorkerEngine::count_response(int32_t server_rank, const wire::Response &response, int32_t entry) {
-    PeerCounters &counters = ctx_.counters.peer(server_rank);
-    counters.responses.add();
-    if (response.eager) {
-        counters.eager_responses.add();
-        counters.eager_bytes.add(wire::eager_bytes(response));
-    }
-    if (entry >= 0) counters.mailbox_responses.add();
-    counters.pull_bytes.add(std::accumulate(response.pull_bytes.begin(), response.pull_bytes.end(), uint64_t{0}));
 }
 
 void WorkerEngine::count_outcome(const Op &op) {

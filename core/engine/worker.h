@@ -267,8 +267,6 @@ private:
     /** Ends the op (done or failed) once every part is answered, failed or will never be posted. */
     void finish_if_settled(uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
     void protocol_error(int32_t server, const std::string &what) AFMESH_REQUIRES(ctx_.mu);
-    /** Counts an accepted RESPONSE (entry: its mailbox entry, -1 for a message). */
-    void count_response(int32_t server, const wire::Response &response, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
     /** Counts how a settling op ended, and each of its parts. */
     void count_outcome(const Op &op) AFMESH_REQUIRES(ctx_.mu);
 
