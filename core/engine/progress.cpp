@@ -32,7 +32,7 @@ constexpr auto kLongestIdleNap = std::chrono::microseconds(1000);
 // (1x1 tcp, blocking polling, 8 B: 111-125 us p50 with the wake, 51-58 us
 // without; 2x2: 301 -> 193 us). Time nobody waits for longer (the caller
 // computes) is NetRecv's after at most this.
-constexpr int kParkRecheckMs = 1;
+constexpr auto kParkRecheck = std::chrono::microseconds(1000);
 
 // How a spinning thread idles between polls that found nothing. Pausing
 // alone, with more threads spinning than cores (busy polling, or several
@@ -326,8 +326,15 @@ Status Progress::wait_on_transport(const std::function<bool()> &ready, Clock::ti
     return Status::ok();
 }
 
-bool Progress::nap_netrecv(std::chrono::microseconds nap) {
+bool Progress::nap_netrecv(std::chrono::microseconds nap, bool only_while_callers_drive) {
     netrecv_sleep_.store(kParked);  // wake_netrecv() now cuts the nap short
+    // Looked at after the announcement: callers that all left since run()
+    // looked, or background work handed over since, are seen here.
+    if (only_while_callers_drive && (spinners_.load() + transport_waiter_.load() == 0 ||
+                                     background_pending_.load(std::memory_order_relaxed))) {
+        netrecv_sleep_.store(kAwake);
+        return false;
+    }
     pollfd fd{wake_fd_, POLLIN, 0};
     sleep_on(&fd, 1, Clock::now() + nap);
     counters_.naps.add();
@@ -341,7 +348,7 @@ Progress::Slept Progress::sleep_on_transport(std::chrono::microseconds nap) {
     const afmesh_net_ops &ops = transport_.net();
     int fd = -1;
     if (!(transport_.net_caps().flags & AFMESH_NET_CAP_WAIT_FD) || ops.get_wait_fd(transport_.ctx(), &fd) != 0)
-        return nap_netrecv(nap) ? Slept::kNapWoken : Slept::kNapped;
+        return nap_netrecv(nap, false) ? Slept::kNapWoken : Slept::kNapped;
     // Announced before arming: a poll by another thread after arm() sees it
     // and wakes us (hand_back); one before arm() is seen by arm(). Work
     // handed to the background before the announcement is seen here.
@@ -360,18 +367,6 @@ Progress::Slept Progress::sleep_on_transport(std::chrono::microseconds nap) {
     netrecv_sleep_.store(kAwake);
     if (fds[1].revents & POLLIN) drain_fd(wake_fd_, counters_.drains);
     return Slept::kOnTransport;
-}
-
-void Progress::park_netrecv() {
-    netrecv_sleep_.store(kParked);
-    // Announced before looking: background work handed over after this wakes us.
-    if (spinners_.load() + transport_waiter_.load() > 0 && !background_pending_.load(std::memory_order_relaxed)) {
-        pollfd fd{wake_fd_, POLLIN, 0};
-        ::poll(&fd, 1, kParkRecheckMs);
-        counters_.naps.add();
-        if (fd.revents & POLLIN) drain_fd(wake_fd_, counters_.drains);
-    }
-    netrecv_sleep_.store(kAwake);
 }
 
 void Progress::run() {
@@ -408,7 +403,7 @@ void Progress::run() {
         // Time asleep is not time spent spinning idle: the next spin starts afresh.
         idle.reset();
         if (caller_drives) {
-            park_netrecv();
+            (void)nap_netrecv(kParkRecheck, true);  // parked: waits out the callers' driving
             continue;
         }
         switch (sleep_on_transport(nap)) {

@@ -115,8 +115,6 @@ private:
         AFMESH_EXCLUDES(poll_mu_);
     /** A waiter that drove progress leaves: NetRecv takes over now if others sleep on the condition variable. */
     void stop_driving();
-    /** The NetRecv thread waits out the time a waiter spins or sleeps on the transport. */
-    void park_netrecv();
     /** Polls and dispatches, with poll_mu_ held; returns what poll() did. */
     int poll_locked() AFMESH_REQUIRES(poll_mu_);
     /** Runs the background work (with poll_mu_ held); true while some remains. */
@@ -128,8 +126,13 @@ private:
      * wait fd, naps for `nap` (nap_netrecv).
      */
     Slept sleep_on_transport(std::chrono::microseconds nap) AFMESH_EXCLUDES(poll_mu_);
-    /** The NetRecv thread naps `nap`; true when wake_netrecv() cut it short. */
-    bool nap_netrecv(std::chrono::microseconds nap);
+    /**
+     * The NetRecv thread sleeps on its wake fd alone for `nap`: naps without
+     * a transport wait fd, and (`only_while_callers_drive`) parks while a
+     * waiter spins or sleeps on the transport, not at all if none does any
+     * more. True when wake_netrecv() cut it short.
+     */
+    bool nap_netrecv(std::chrono::microseconds nap, bool only_while_callers_drive);
 
     const Module &transport_;
     ProgressCounters counters_;
@@ -167,7 +170,7 @@ private:
     // Where the NetRecv thread sleeps. On the transport's fd: a transport may
     // keep completions in memory (fd not readable) after another thread's
     // poll; that thread then wakes NetRecv, which had armed before that poll.
-    // Parked (on wake_fd_ alone, looking again every kParkRecheckMs): while a
+    // Parked (on wake_fd_ alone, looking again every kParkRecheck): while a
     // waiter drives progress.
     enum NetRecvSleep { kAwake, kOnTransport, kParked };
     std::atomic<int> netrecv_sleep_{kAwake};

@@ -4,12 +4,11 @@
 // not freed, with the vectors it grew (its pushes and pulls, and the
 // answer's scratch): a server in its steady state allocates nothing per
 // request. The pool also knows every request it made, so a pointer the
-// application hands back can be checked without a set of its own per
-// request (an insert and an erase, two allocations, each time).
+// application hands back can be checked without a set entry per request
+// (an allocation on insert and a free on erase, every time).
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <unordered_set>
 #include <utility>
 #include <vector>

@@ -173,7 +173,7 @@ void ServerEngine::handle_alloc(int32_t worker_rank, const wire::AllocReq &req) 
     advertise(worker_rank, req.key, slice);
 }
 
-ServerEngine::Inbound *ServerEngine::inbound(int32_t worker_rank, uint16_t slot) {
+ServerEngine::Inbound *ServerEngine::inbound_slot(int32_t worker_rank, uint16_t slot) {
     std::vector<Inbound> &inbound = workers_[worker_rank]->inbound;
     if (slot >= kMaxOpsInFlight) {
         protocol_error(worker_rank, "slot " + std::to_string(slot) + " beyond the " +
@@ -196,7 +196,7 @@ void ServerEngine::handle_request(int32_t worker_rank, wire::Request &req, int32
             return protocol_error(worker_rank, "REQUEST pushes key " + std::to_string(t.key) +
                                                    " beyond its receive slice");
     }
-    Inbound *slot = inbound(worker_rank, req.slot);
+    Inbound *slot = inbound_slot(worker_rank, req.slot);
     if (!slot) return;
     Inbound &in = *slot;
     if (in.have_request) return protocol_error(worker_rank, "two REQUESTs for one slot");
@@ -268,7 +268,7 @@ void ServerEngine::on_imm(int32_t worker_rank, uint32_t value) {
     if (imm::direction(value) != imm::Direction::kPush)
         return protocol_error(worker_rank, "response immediate sent to a server");
     if (imm::is_carrier(value)) return on_carrier(worker_rank, value);
-    Inbound *in = inbound(worker_rank, imm::slot(value));
+    Inbound *in = inbound_slot(worker_rank, imm::slot(value));
     if (!in) return;
     ++in->imms;
     complete_if_ready(worker_rank, imm::slot(value));

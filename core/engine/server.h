@@ -132,7 +132,7 @@ private:
      */
     void handle_request(int32_t worker, wire::Request &req, int32_t entry) AFMESH_REQUIRES(ctx_.mu);
     /** The slot's Inbound, made if need be; null (and the worker failed) for a slot no worker uses. */
-    Inbound *inbound(int32_t worker, uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
+    Inbound *inbound_slot(int32_t worker, uint16_t slot) AFMESH_REQUIRES(ctx_.mu);
     /** A carrier immediate: the REQUEST it put into this server's mailbox. */
     void on_carrier(int32_t worker, uint32_t imm) AFMESH_REQUIRES(ctx_.mu);
     void complete_if_ready(int32_t worker, uint16_t slot) AFMESH_REQUIRES(ctx_.mu);

@@ -281,8 +281,8 @@ int FloorEndpoint::write_push(size_t s, int lane, uint64_t push_bytes, uint64_t 
 Status FloorEndpoint::await_answers(const std::atomic<int> &answers) {
     // Two pointers, no more: the std::function wait_until takes holds them
     // without allocating, as afmesh's own waits do.
-    if (!progress_->wait_until([this, &answers] { return answers.load() >= static_cast<int>(conns_.size()) || failed_.load(); },
-                               Clock::now() + std::chrono::seconds(30)) ||
+    auto answered = [this, &answers] { return answers.load() >= static_cast<int>(conns_.size()) || failed_.load(); };
+    if (!progress_->wait_until(answered, Clock::now() + std::chrono::seconds(30)) ||
         failed_.load())
         return {Code::kPeerFailed, "floor: a server did not answer"};
     return Status::ok();

@@ -48,7 +48,8 @@ std::string mr_mode_names(uint64_t mode) {
 // caps.eager_send_size: up to where a send beats a write plus a send,
 // measured per provider on loopback (afmesh bench, AFMESH_EAGER_BYTES 0
 // against 60000, p50). shm copies a message twice through its shared
-// buffers: even with a write plus a send at 2-3 KiB, 1.2x slower at 4 KiB.
+// buffers: a send is level with a write plus a send at 1-3 KiB, 1.2x
+// slower at 4 KiB.
 // tcp;ofi_rxm: eager 0.74-1.0x up to the largest message, whose bytes it
 // copies through its own bounce buffers either way. Providers not measured
 // are taken to be like rxm.
