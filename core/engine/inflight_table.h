@@ -30,6 +30,11 @@ namespace afmesh {
 
 /** Slots of the table: push-pulls one worker may have in flight at once. */
 constexpr size_t kMaxOpsInFlight = 4096;
+/**
+ * Waited push-pulls whose results stay readable, the most recent ones
+ * (fewer when so many are in flight that no slot is free otherwise).
+ */
+constexpr size_t kResultsKept = 256;
 
 namespace inflight {
 
@@ -47,7 +52,7 @@ template <typename Op>
 class InflightTable {
 public:
     InflightTable() : ops_(kMaxOpsInFlight) {
-        for (size_t i = 0; i < kMaxOpsInFlight; ++i) free_slots_.push_back(static_cast<uint16_t>(i));
+        for (size_t i = kMaxOpsInFlight; i > 0; --i) free_slots_.push_back(static_cast<uint16_t>(i - 1));
     }
     InflightTable(const InflightTable &) = delete;
     InflightTable &operator=(const InflightTable &) = delete;
@@ -60,23 +65,26 @@ public:
     auto end() { return ops_.end(); }
 
     /** Whether every slot holds an op not yet waited. */
-    bool full() const { return free_slots_.empty(); }
-    /** The slot the next take() hands out (not full()). */
-    uint16_t next_free() const { return free_slots_.front(); }
+    bool full() const { return free_slots_.empty() && waited_.empty(); }
+    /** The slot the next take() hands out (not full()): the latest freed, else the oldest waited. */
+    uint16_t next_free() const { return free_slots_.empty() ? waited_.front() : free_slots_.back(); }
     /**
      * The op in next_free(), to be built before take(). Its retired results
      * are forgotten now: building overwrites them, and a build that is
      * refused half-way must not leave them readable under the old handle.
      */
     Op &next_to_build() {
-        Op &op = ops_[free_slots_.front()];
+        Op &op = ops_[next_free()];
         op.retired = false;
         return op;
     }
     /** Makes the op in next_free() live under a new sequence; returns its handle. */
     afmesh_handle take() {
-        const uint16_t slot = free_slots_.front();
-        free_slots_.pop_front();
+        const uint16_t slot = next_free();
+        if (free_slots_.empty())
+            waited_.pop_front();
+        else
+            free_slots_.pop_back();
         Op &op = ops_[slot];
         op.in_use = true;
         op.retired = false;
@@ -88,7 +96,11 @@ public:
         Op &op = ops_[slot];
         op.in_use = false;
         op.retired = true;
-        free_slots_.push_back(slot);
+        waited_.push_back(slot);
+        if (waited_.size() > kResultsKept) {
+            free_slots_.push_back(waited_.front());
+            waited_.pop_front();
+        }
     }
     /** The op of a handle not yet waited (or, with `retired_ok`, waited but not yet reused). */
     Status find(afmesh_handle handle, Op **op, bool retired_ok = false) {
@@ -104,7 +116,8 @@ public:
 
 private:
     std::vector<Op> ops_;
-    std::deque<uint16_t> free_slots_;  // FIFO, so retired results stay readable for a while
+    std::vector<uint16_t> free_slots_;  // a stack: the top was freed last, its memory is warmest
+    std::deque<uint16_t> waited_;       // retired, results readable; the oldest first
     uint32_t next_sequence_ = 1;
 };
 

@@ -240,8 +240,9 @@ AFMESH_API afmesh_status afmesh_stream_wait(afmesh_node *node, afmesh_handle han
  * Waits for a push-pull. OK, TIMEOUT (the handle stays valid: wait again),
  * PEER_FAILED (a server it involved failed: the message names it). After
  * any result but TIMEOUT the handle is waited; its pull lengths and traces
- * stay readable until thousands of newer push-pulls have reused its slot
- * (then NOT_FOUND). One thread waits for a given handle.
+ * stay readable while the next 256 push-pulls are waited (fewer when
+ * thousands are in flight), then NOT_FOUND. One thread waits for a given
+ * handle.
  */
 AFMESH_API afmesh_status afmesh_wait(afmesh_node *node, afmesh_handle handle, int timeout_ms);
 /** OK if complete (the handle stays valid until wait), IN_PROGRESS, or the failure. Never blocks. */
