@@ -763,6 +763,39 @@ TEST_P(TransportConformance, DeliversMessagesBothWays) {
     EXPECT_EQ(std::string(back->data.begin(), back->data.end()), std::string(reply, sizeof reply));
 }
 
+// More messages than a transport posts at once (fabric: 32 bounce
+// buffers) wait in its backlog: what they carry must be copied before
+// send() returns, since the caller's buffer is its own again.
+TEST_P(TransportConformance, MessagesThatMustWaitCarryWhatWasSent) {
+    constexpr uint32_t kMessages = 100;
+    Link link;
+    ASSERT_TRUE(connect(*a_, *b_, &link));
+    std::vector<uint8_t> message(200);
+    for (uint32_t i = 0; i < kMessages; ++i) {
+        fill_pattern(message.data(), message.size(), i);
+        ASSERT_EQ(post_retrying(both(),
+                                [&] { return ops().send(a_->ctx(), link.client, message.data(), message.size(), 0, 0); }),
+                  AFMESH_HAL_OK)
+            << take_module_error();
+    }
+    fill_pattern(message.data(), message.size(), kMessages);
+    ASSERT_TRUE(poll_until(
+        both(), [&] { return b_->count(AFMESH_NET_EV_RECV) == kMessages; }, "every message"));
+    std::vector<bool> seen(kMessages);
+    for (uint32_t i = 0; i < kMessages; ++i) {
+        NetEvent e = *b_->take(AFMESH_NET_EV_RECV);
+        ASSERT_EQ(e.data.size(), message.size());
+        const uint32_t seed = e.data[0];  // a pattern's first byte is its seed
+        ASSERT_LT(seed, kMessages) << "message " << i;
+        ASSERT_FALSE(seen[seed]) << "message " << seed << " twice";
+        EXPECT_TRUE(holds_pattern(e.data.data(), e.data.size(), seed, 0, "message " + std::to_string(seed)));
+        if (caps().flags & AFMESH_NET_CAP_ORDERED) {
+            EXPECT_EQ(seed, i) << "out of order";
+        }
+        seen[seed] = true;
+    }
+}
+
 TEST_P(TransportConformance, SendRejectsOversizeMessages) {
     Link link;
     ASSERT_TRUE(connect(*a_, *b_, &link));

@@ -283,14 +283,15 @@ Connection *Context::new_connection(fi_addr_t peer, Reason *why) {
     return conn;
 }
 
-// A message to `conn`'s peer: the header and `len` bytes of payload.
+// A message to `conn`'s peer: the header and `len` bytes of payload, read
+// when it is posted (or copied, when it must wait) before submit() returns.
 static Outgoing message_to(Connection *conn, MessageType type, const void *payload, size_t len) {
     Outgoing op;
     op.conn = conn;
     op.dest = conn->peer;
-    op.copy.resize(kHeaderSize + len);
-    encode_header({type, conn->remote_id, conn->id}, op.copy.data());
-    if (len > 0) memcpy(op.copy.data() + kHeaderSize, payload, len);
+    encode_header({type, conn->remote_id, conn->id}, op.header.data());
+    op.payload = len > 0 ? payload : nullptr;
+    op.bytes = len;
     return op;
 }
 

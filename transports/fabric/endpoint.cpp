@@ -165,13 +165,18 @@ int Endpoint::submit(Outgoing &&op, bool *queued, Reason *why) {
         if (rc != AFMESH_HAL_AGAIN) return rc;
     }
     if (backlog_.size() >= kMaxBacklog) return AFMESH_HAL_AGAIN;
-    // An inline write's source is the caller's again on return: keep a copy.
+    // An inline write's source and a message's payload are the caller's
+    // again on return: keep a copy.
     if (op.is_write && op.copy.empty() && op.bytes > 0 && op.bytes <= fabric_.inject_size) {
         for (uint32_t i = 0; i < op.num_pieces; ++i) {
             const auto *src = static_cast<const uint8_t *>(op.pieces[i].src);
             op.copy.insert(op.copy.end(), src, src + op.pieces[i].bytes);
             op.pieces[i].desc = nullptr;  // injected: no registration needed
         }
+    } else if (!op.is_write && op.payload) {
+        const auto *payload = static_cast<const uint8_t *>(op.payload);
+        op.copy.assign(payload, payload + op.bytes);
+        op.payload = nullptr;
     }
     if (op.conn) ++op.conn->backlogged;
     backlog_.push_back(std::move(op));
@@ -225,8 +230,9 @@ int Endpoint::post_locked(Outgoing &op, Reason *why) {
         rc = static_cast<int>(fi_writemsg(ep_, &msg, flags));
     } else {
         uint8_t *buffer = bounce_memory_.get() + static_cast<size_t>(bounce) * kMessageBufferSize;
-        memcpy(buffer, op.copy.data(), op.copy.size());
-        rc = static_cast<int>(fi_send(ep_, buffer, op.copy.size(), bounce_desc_, op.dest, &ctx->fi));
+        memcpy(buffer, op.header.data(), kHeaderSize);
+        if (op.bytes > 0) memcpy(buffer + kHeaderSize, op.payload ? op.payload : op.copy.data(), op.bytes);
+        rc = static_cast<int>(fi_send(ep_, buffer, kHeaderSize + op.bytes, bounce_desc_, op.dest, &ctx->fi));
     }
     if (rc != 0) {
         // Not posted: the context and bounce buffer stay free.

@@ -30,6 +30,7 @@
 #include "fabric.h"
 #include "registration.h"
 #include "thread_annotations.h"
+#include "wire.h"
 
 namespace afmesh::fabric {
 
@@ -75,11 +76,16 @@ struct Outgoing {
     // targets, total bytes and remote CQ data; one fi_writemsg for them all.
     std::array<WritePiece, kMaxWritePieces> pieces{};
     uint32_t num_pieces = 0;
-    size_t bytes = 0;
+    size_t bytes = 0;  // a write's total, a message's payload
     uint64_t data = 0;
     uint32_t event = 0;
     uint64_t cookie = 0;
-    // Messages: header and payload. Inline writes: their bytes, once deferred.
+    // Messages: the header, and `bytes` of payload from `payload` (the
+    // caller's until submit() returns, so posting at once copies them
+    // straight into a bounce buffer), or from `copy` once deferred.
+    std::array<uint8_t, kHeaderSize> header{};
+    const void *payload = nullptr;
+    // Deferred inline writes' and messages' bytes.
     std::vector<uint8_t> copy;
 };
 

@@ -380,8 +380,7 @@ void Context::reject(const Header &hello, const uint8_t *payload, size_t len) {
              unsigned{hello.version}, unsigned{kWireVersion});
     Outgoing op;
     op.dest = peer;
-    op.copy.resize(kHeaderSize);
-    encode_header({MessageType::kReject, hello.src_conn, 0}, op.copy.data());
+    encode_header({MessageType::kReject, hello.src_conn, 0}, op.header.data());
     bool queued = false;
     if (listener_->submit(std::move(op), &queued, &why) != AFMESH_HAL_OK)
         host_log(AFMESH_LOG_WARN, "could not send the refusal: %s", why.text);
