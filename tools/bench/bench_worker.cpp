@@ -135,7 +135,9 @@ private:
         afmesh_push p{};
         p.key = push_key;
         p.tensor = host_bytes(push, c.push);
-        std::vector<afmesh_pull> pulls;
+        // Inside the timed window: reuses its vector, as the floor allocates nothing either.
+        std::vector<afmesh_pull> &pulls = pull_specs_;
+        pulls.clear();
         for (int s = 0; s < servers_; ++s)
             pulls.push_back({pull_key, host_bytes(pulls_[pull_base + s].data(), c.pull), s});
         afmesh_handle h;
@@ -376,6 +378,7 @@ private:
     int32_t rank_ = 0, workers_ = 0, servers_ = 0;
     std::vector<uint8_t> push_;
     std::vector<std::vector<uint8_t>> pulls_, mb_push_;
+    std::vector<afmesh_pull> pull_specs_;  // post()'s, one per server
     // Control traffic's buffers, registered once: tell_servers()'s message,
     // what gather() pushes and receives, and the servers' cost records.
     std::vector<uint8_t> control_, gather_out_, gather_in_, server_costs_;
