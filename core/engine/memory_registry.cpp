@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "memory_registry.h"
 
+#include <algorithm>
+
 #include "log.h"
 
 namespace afmesh {
@@ -66,18 +68,34 @@ Status MemoryRegistry::remove(const Registration *registration) {
     for (auto it = first; it != last; ++it) {
         if (it->second.get() != registration) continue;
         if (it->second->mr) transport_.net().mem_deregister(transport_.ctx(), it->second->mr);
+        std::replace(recent_.begin(), recent_.end(), registration, static_cast<const Registration *>(nullptr));
         by_base_.erase(it);
         return Status::ok();
     }
     return {Code::kNotFound, "not a registration of this node"};
 }
 
+void MemoryRegistry::remember(const Registration *found) {
+    std::copy_backward(recent_.begin(), recent_.end() - 1, recent_.end());
+    recent_[0] = found;
+}
+
 Status MemoryRegistry::find_or_add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out) {
+    const auto p = reinterpret_cast<uintptr_t>(ptr);
     MutexLock lock(&mu_);
-    if ((*out = find_locked(reinterpret_cast<uintptr_t>(ptr), bytes, kind))) return Status::ok();
-    AFMESH_LOG(AFMESH_LOG_INFO, "registering %p (%llu bytes) on the hot path; register buffers up front", ptr,
-               static_cast<unsigned long long>(bytes));
-    return add_locked(ptr, bytes, kind, device, true, out);
+    for (const Registration *r : recent_) {
+        if (r && r->kind == kind && r->covers(p, bytes)) {
+            *out = r;
+            return Status::ok();
+        }
+    }
+    if (!(*out = find_locked(p, bytes, kind))) {
+        AFMESH_LOG(AFMESH_LOG_INFO, "registering %p (%llu bytes) on the hot path; register buffers up front", ptr,
+                   static_cast<unsigned long long>(bytes));
+        if (Status s = add_locked(ptr, bytes, kind, device, true, out); !s) return s;
+    }
+    remember(*out);
+    return Status::ok();
 }
 
 }  // namespace afmesh

@@ -8,6 +8,7 @@
 // must succeed, and its staging buffers are registered when first used.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -54,6 +55,8 @@ public:
 
 private:
     const Registration *find_locked(uintptr_t p, uint64_t n, uint32_t kind) const AFMESH_REQUIRES(mu_);
+    /** Puts `found` first among the recent ones. */
+    void remember(const Registration *found) AFMESH_REQUIRES(mu_);
     Status add_locked(void *ptr, uint64_t bytes, uint32_t kind, int device, bool cached, const Registration **out)
         AFMESH_REQUIRES(mu_);
 
@@ -61,6 +64,10 @@ private:
     const uint32_t staged_kinds_;
     Mutex mu_;
     std::multimap<uintptr_t, std::unique_ptr<Registration>> by_base_ AFMESH_GUARDED_BY(mu_);
+    // The registrations find_or_add() found last, the latest first: a steady
+    // stream of push-pulls looks up the same few buffers (its pushes', its
+    // pulls'), and a hit here skips the walk of the map.
+    std::array<const Registration *, 4> recent_ AFMESH_GUARDED_BY(mu_){};
 };
 
 }  // namespace afmesh

@@ -268,6 +268,33 @@ TEST_F(CApiCluster, AWaitedHandleNeverReadsWhatARefusedPushPullLeft) {
     FAIL() << "the first handle's slot was never reused";
 }
 
+// The worker remembers the registrations it looked up last; one the user
+// deregisters must be forgotten there too: the next push-pull from the same
+// buffers registers them afresh, and their bytes still arrive (tensors
+// above the eager limit, so that they travel by write with their keys).
+TEST_F(CApiCluster, ADeregisteredBufferIsRegisteredAfreshWhenUsedAgain) {
+    std::vector<uint8_t> push(64 << 10), pull(64 << 10);
+    for (int round = 0; round < 3; ++round) {
+        afmesh_mr *push_mr = nullptr, *pull_mr = nullptr;
+        ASSERT_EQ(afmesh_register_buffer(worker_, push.data(), push.size(), AFMESH_MEM_HOST, 0, &push_mr), AFMESH_OK);
+        ASSERT_EQ(afmesh_register_buffer(worker_, pull.data(), pull.size(), AFMESH_MEM_HOST, 0, &pull_mr), AFMESH_OK);
+        std::fill(push.begin(), push.end(), static_cast<uint8_t>(round + 1));
+        afmesh_handle h = start(push, pull);
+        afmesh_request *r = one_request();
+        afmesh_tensor in{};
+        uint64_t key = 0;
+        ASSERT_EQ(afmesh_request_push(r, 0, &key, &in), AFMESH_OK);
+        ASSERT_EQ(in.bytes, push.size());
+        EXPECT_EQ(static_cast<const uint8_t *>(in.data)[push.size() - 1], round + 1);
+        ASSERT_EQ(afmesh_respond(server_, r, &in, 1), AFMESH_OK) << last_error();
+        ASSERT_EQ(afmesh_wait(worker_, h, 20000), AFMESH_OK) << "round " << round << ": " << last_error();
+        EXPECT_EQ(pull.front(), round + 1);
+        EXPECT_EQ(pull.back(), round + 1);
+        ASSERT_EQ(afmesh_deregister_buffer(worker_, push_mr), AFMESH_OK);
+        ASSERT_EQ(afmesh_deregister_buffer(worker_, pull_mr), AFMESH_OK);
+    }
+}
+
 TEST_F(CApiCluster, BadResponsesLeaveTheRequestAnswerable) {
     std::vector<uint8_t> push(64, 1), pull(64, 0);
     afmesh_handle h = start(push, pull);
