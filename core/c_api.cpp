@@ -41,7 +41,11 @@ afmesh_status to_c(Code code) {
 }
 
 afmesh_status finish(const Status &s) {
-    t_last_error = s.is_ok() ? std::string() : s.message();
+    // Cleared in place on success: every data-path call ends here.
+    if (s.is_ok())
+        t_last_error.clear();
+    else
+        t_last_error = s.message();
     return to_c(s.code());
 }
 
