@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -75,18 +76,38 @@ bool port_is_free(int port) {
     return fd >= 0;
 }
 
+// The first port the kernel hands out by itself (a bind to port 0, the
+// local end of any connect). A port it can hand out may be taken by another
+// test's connection between our check and the launcher's bind (it happened
+// to the scheduler's port once), so the ports below are all under it.
+int first_ephemeral_port() {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0;
+    return range >> low && low > 2048 ? low : 32768;
+}
+
+// A port drawn from [lowest, end) that `usable` accepts (it binds it to
+// check), or -1 after 200 draws.
+template <class Usable>
+int draw_port(int lowest, int end, Usable usable) {
+    static std::mt19937 pick(static_cast<unsigned>(getpid()));
+    for (int attempt = 0; end > lowest && attempt < 200; ++attempt) {
+        const int port = lowest + static_cast<int>(pick() % static_cast<unsigned>(end - lowest));
+        if (usable(port)) return port;
+    }
+    return -1;
+}
+
 // A port P on 127.0.0.1 with P + 1 free as well (torchrun takes P, the
 // scheduler P + 1): P stays bound while P + 1 is tried, so neither is the other.
 int free_port_pair() {
-    for (int attempt = 0; attempt < 100; ++attempt) {
-        int port = 0;
+    return draw_port(1025, first_ephemeral_port() - 1, [](int port) {
         const int held = bind_loopback(&port);
-        if (held < 0) continue;
-        const bool pair = port < 65535 && port_is_free(port + 1);
+        if (held < 0) return false;
+        const bool pair = port_is_free(port + 1);
         close(held);
-        if (pair) return port;
-    }
-    return -1;
+        return pair;
+    });
 }
 
 // Runs `argv` (a launcher) to the end; its whole output, or the test fails.
@@ -174,15 +195,10 @@ bool eventually(Condition condition, std::chrono::steady_clock::time_point deadl
     }
 }
 
-// A port in [20001, 39999] nothing listens on: under Slurm the scheduler
-// takes 20000 + the job id, so the test makes that the job's id.
+// A port above 20000 nothing listens on: under Slurm the scheduler takes
+// 20000 + the job id, so the test makes that the job's id.
 int free_port_for_a_job() {
-    std::mt19937 pick(static_cast<unsigned>(getpid()));
-    for (int attempt = 0; attempt < 200; ++attempt) {
-        const int port = 20001 + static_cast<int>(pick() % 19999);
-        if (port_is_free(port)) return port;
-    }
-    return -1;
+    return draw_port(20001, std::min(40000, first_ephemeral_port()), port_is_free);
 }
 
 // A one-host Slurm cluster in a temporary directory: munge's daemon, the
