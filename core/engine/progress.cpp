@@ -22,7 +22,8 @@ constexpr auto kNapWithoutFd = std::chrono::microseconds(50);
 // ever woke an idle process 5,000-20,000 times a second, and on a host with
 // fewer cores than busy threads each wake-up took a core from someone's
 // spin: the afmesh bench's idle side (blocking while the other is timed)
-// put the fabric/shm floor's p99 at 8 B at 25-32 us; napping 2 ms, 1.6-2.1.
+// put the fabric/shm floor's p99 at 8 B at 24-32 us; backing off to 1 ms,
+// 2.3-2.5 us.
 constexpr auto kLongestIdleNap = std::chrono::microseconds(1000);
 // How often the parked NetRecv thread looks whether the waiters have all
 // left, and takes progress back if so. Leaving wakes nobody: a server's
@@ -395,9 +396,8 @@ void Progress::run() {
             continue;
         }
         if (background_pending_.load(std::memory_order_relaxed)) {
-            // Device events have no fd to sleep on: look again shortly.
-            std::this_thread::sleep_for(kNapWithoutFd);
-            counters_.naps.add();
+            // Device events have no fd to sleep on: look again shortly (or at once when woken).
+            (void)nap_netrecv(kNapWithoutFd, false);
             continue;
         }
         // Time asleep is not time spent spinning idle: the next spin starts afresh.
