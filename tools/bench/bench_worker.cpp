@@ -245,8 +245,8 @@ private:
             for (int mb = 0; mb < o_.microbatches; ++mb) meter_->count_push_pull();
         };
         const int blocks = row.has_floor ? kBlocks : 1;
-        const int warmup = std::max(1, o_.warmup / o_.layers / blocks);
         for (int block = 0; block < blocks; ++block) {
+            const int warmup = std::max(1, warmup_before(block, o_.warmup) / o_.layers);  // in steps of all layers
             enter_phase(poll, Phase::kAfmesh);
             for (int i = 0; i < warmup; ++i)
                 for (int l = 0; l < o_.layers; ++l) layer(false);
