@@ -60,8 +60,9 @@ private:
 
 /**
  * Permission to touch a region's memory for one operation (one socket call
- * or copy). Refused once the region is revoked. Default-constructible so a
- * gathered send can hold one per operation it reads from.
+ * or copy). Refused once the region is revoked. Default-constructible, to
+ * be acquired only where the operation needs it; a gathered send holds
+ * several in a RegionAccesses.
  */
 class RegionAccess {
 public:
