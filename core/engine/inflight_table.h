@@ -16,9 +16,9 @@
 // ctx.mu).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -65,9 +65,9 @@ public:
     auto end() { return ops_.end(); }
 
     /** Whether every slot holds an op not yet waited. */
-    bool full() const { return free_slots_.empty() && waited_.empty(); }
+    bool full() const { return free_slots_.empty() && waited_count_ == 0; }
     /** The slot the next take() hands out (not full()): the latest freed, else the oldest waited. */
-    uint16_t next_free() const { return free_slots_.empty() ? waited_.front() : free_slots_.back(); }
+    uint16_t next_free() const { return free_slots_.empty() ? waited_[waited_first_] : free_slots_.back(); }
     /**
      * The op in next_free(), to be built before take(). Its retired results
      * are forgotten now: building overwrites them, and a build that is
@@ -82,7 +82,7 @@ public:
     afmesh_handle take() {
         const uint16_t slot = next_free();
         if (free_slots_.empty())
-            waited_.pop_front();
+            drop_oldest_waited();
         else
             free_slots_.pop_back();
         Op &op = ops_[slot];
@@ -96,11 +96,11 @@ public:
         Op &op = ops_[slot];
         op.in_use = false;
         op.retired = true;
-        waited_.push_back(slot);
-        if (waited_.size() > kResultsKept) {
-            free_slots_.push_back(waited_.front());
-            waited_.pop_front();
+        if (waited_count_ == kResultsKept) {
+            free_slots_.push_back(waited_[waited_first_]);
+            drop_oldest_waited();
         }
+        waited_[(waited_first_ + waited_count_++) % kResultsKept] = slot;
     }
     /** The op of a handle not yet waited (or, with `retired_ok`, waited but not yet reused). */
     Status find(afmesh_handle handle, Op **op, bool retired_ok = false) {
@@ -115,9 +115,18 @@ public:
     }
 
 private:
+    void drop_oldest_waited() {
+        waited_first_ = (waited_first_ + 1) % kResultsKept;
+        --waited_count_;
+    }
+
     std::vector<Op> ops_;
     std::vector<uint16_t> free_slots_;  // a stack: the top was freed last, its memory is warmest
-    std::deque<uint16_t> waited_;       // retired, results readable; the oldest first
+    // Retired, results readable, the oldest at waited_first_: a ring, so
+    // that retiring allocates nothing (a deque took and freed a block every
+    // few hundred push-pulls).
+    std::array<uint16_t, kResultsKept> waited_{};
+    size_t waited_first_ = 0, waited_count_ = 0;
     uint32_t next_sequence_ = 1;
 };
 
