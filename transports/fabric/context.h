@@ -167,7 +167,10 @@ private:
     std::deque<Connection *> incoming_ AFMESH_GUARDED_BY(mu_);
     bool incoming_announced_ AFMESH_GUARDED_BY(mu_) = false;
     std::vector<Connection *> connecting_ AFMESH_GUARDED_BY(mu_);
-    std::deque<Pending> pending_ AFMESH_GUARDED_BY(mu_);
+    // A vector, not a deque: poll() takes events from the front and the
+    // vector keeps its capacity, where a deque took and freed a block every
+    // few events.
+    std::vector<Pending> pending_ AFMESH_GUARDED_BY(mu_);
     // Reported by the last poll(): data valid until the next.
     std::vector<Pending> delivered_ AFMESH_GUARDED_BY(mu_);
     std::vector<Connection *> closed_ AFMESH_GUARDED_BY(mu_);

@@ -134,15 +134,15 @@ int Context::poll(afmesh_net_event *events, int max) {
         push_event(AFMESH_NET_EV_INCOMING, nullptr);
         incoming_announced_ = true;
     }
-    int n = 0;
-    for (; n < max && !pending_.empty(); ++n) {
-        delivered_.push_back(std::move(pending_.front()));
-        pending_.pop_front();
+    const int n = static_cast<int>(std::min(pending_.size(), static_cast<size_t>(max)));
+    for (int i = 0; i < n; ++i) {
+        delivered_.push_back(std::move(pending_[i]));
         Pending &p = delivered_.back();
         if (p.event.type == AFMESH_NET_EV_RECV)
             p.event.data = p.slot ? static_cast<const void *>(p.slot->data + kHeaderSize) : p.owned.data();
-        events[n] = p.event;
+        events[i] = p.event;
     }
+    pending_.erase(pending_.begin(), pending_.begin() + n);  // usually all of them: nothing moves
     return n;
 }
 
