@@ -65,6 +65,11 @@ afmesh_status guarded(Body &&body) {
 
 afmesh::Node *as_node(afmesh_node *node) { return node ? node->data_node() : nullptr; }
 
+// An afmesh_prepared is the engine's prepared push-pull, as an afmesh_mr is a registration.
+afmesh::WorkerEngine::Prepared *as_prepared(afmesh_prepared *p) {
+    return reinterpret_cast<afmesh::WorkerEngine::Prepared *>(p);
+}
+
 Status need_worker(afmesh_node *node, afmesh::WorkerEngine **out) {
     afmesh::Node *n = as_node(node);
     if (!n || !n->worker()) return {Code::kInvalidArgument, "not a worker node"};
@@ -307,6 +312,37 @@ afmesh_status afmesh_push_pull_on_stream(afmesh_node *node, const afmesh_push *p
         afmesh::WorkerEngine *w = nullptr;
         if (Status s = need_worker(node, &w); !s) return s;
         return w->push_pull(push, num_push, pull, num_pull, stream, handle);
+    });
+}
+
+afmesh_status afmesh_prepare_push_pull(afmesh_node *node, const afmesh_push *push, size_t num_push,
+                                       const afmesh_pull *pull, size_t num_pull, afmesh_prepared **prepared) {
+    return guarded([&] {
+        afmesh::WorkerEngine *w = nullptr;
+        if (Status s = need_worker(node, &w); !s) return s;
+        if (!prepared) return Status(Code::kInvalidArgument, "null prepared push-pull pointer");
+        afmesh::WorkerEngine::Prepared *made = nullptr;
+        if (Status s = w->prepare(push, num_push, pull, num_pull, &made); !s) return s;
+        *prepared = reinterpret_cast<afmesh_prepared *>(made);
+        return Status::ok();
+    });
+}
+
+afmesh_status afmesh_push_pull_start(afmesh_node *node, afmesh_prepared *prepared, void *stream,
+                                     afmesh_handle *handle) {
+    return guarded([&] {
+        afmesh::WorkerEngine *w = nullptr;
+        if (Status s = need_worker(node, &w); !s) return s;
+        if (!prepared) return Status(Code::kInvalidArgument, "null prepared push-pull");
+        return w->start(*as_prepared(prepared), stream, handle);
+    });
+}
+
+afmesh_status afmesh_prepared_free(afmesh_node *node, afmesh_prepared *prepared) {
+    return guarded([&] {
+        afmesh::WorkerEngine *w = nullptr;
+        if (Status s = need_worker(node, &w); !s) return s;
+        return prepared ? w->release_prepared(as_prepared(prepared)) : Status::ok();
     });
 }
 

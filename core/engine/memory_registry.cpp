@@ -70,6 +70,7 @@ Status MemoryRegistry::remove(const Registration *registration) {
         if (it->second->mr) transport_.net().mem_deregister(transport_.ctx(), it->second->mr);
         std::replace(recent_.begin(), recent_.end(), registration, static_cast<const Registration *>(nullptr));
         by_base_.erase(it);
+        removals_.fetch_add(1, std::memory_order_release);
         return Status::ok();
     }
     return {Code::kNotFound, "not a registration of this node"};

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,6 +53,11 @@ public:
      * but correct; it is logged once per buffer at info level.
      */
     Status find_or_add(void *ptr, uint64_t bytes, uint32_t kind, int device, const Registration **out);
+    /**
+     * Changes whenever a registration goes away: a registration found before
+     * (a prepared push-pull's) is still valid while this is unchanged.
+     */
+    uint64_t epoch() const { return removals_.load(std::memory_order_acquire); }
 
 private:
     const Registration *find_locked(uintptr_t p, uint64_t n, uint32_t kind) const AFMESH_REQUIRES(mu_);
@@ -68,6 +74,7 @@ private:
     // stream of push-pulls looks up the same few buffers (its pushes', its
     // pulls'), and a hit here skips the walk of the map.
     std::array<const Registration *, 4> recent_ AFMESH_GUARDED_BY(mu_){};
+    std::atomic<uint64_t> removals_{0};  // epoch()
 };
 
 }  // namespace afmesh

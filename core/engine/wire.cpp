@@ -237,14 +237,12 @@ uint64_t eager_bytes(const Response &m) {
 
 // REQUEST and RESPONSE are the hot path's messages: sized first, then
 // written in place (ByteSpanWriter), not grown field by field.
-void encode(const Request &m, std::vector<uint8_t> &out) {
-    size_t dims = 0;
-    for (const TensorMeta &t : m.pushes) dims += t.ndim;
-    for (const PullMeta &p : m.pulls) dims += p.tensor.ndim;
-    const uint64_t eager = m.eager ? eager_bytes(m) : 0;
-    const size_t at = out.size();
-    out.resize(at + request_size(m.pushes.size() + m.pulls.size(), m.pulls.size(), dims) + eager);
-    ByteSpanWriter w(out.data() + at, out.size() - at);
+namespace {
+
+// A REQUEST's fields before its tensors' metadata.
+constexpr size_t kRequestHeaderBytes = 1 + 2 + 2 + 8 + 4 + 1;
+
+void put_request_header(ByteSpanWriter &w, const Request &m) {
     w.u8(static_cast<uint8_t>(Type::kRequest));
     w.u16(m.slot);
     w.u16(m.generation);
@@ -252,6 +250,9 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
     w.u32(m.push_writes);
     w.u8((m.aborted ? kAborted : 0) | (m.eager ? kEager : 0) | (m.eager_answers ? kEagerAnswers : 0) |
          (m.carried ? kCarried : 0));
+}
+
+void put_request_tensors(ByteSpanWriter &w, const Request &m) {
     w.u32(static_cast<uint32_t>(m.pushes.size()));
     for (const TensorMeta &t : m.pushes) put_tensor(w, t);
     w.u32(static_cast<uint32_t>(m.pulls.size()));
@@ -260,6 +261,44 @@ void encode(const Request &m, std::vector<uint8_t> &out) {
         put_rkey(w, p.rkey);
         w.u64(p.offset);
     }
+}
+
+// The bytes of m's tensors' metadata.
+size_t request_tensors_size(const Request &m) {
+    size_t dims = 0;
+    for (const TensorMeta &t : m.pushes) dims += t.ndim;
+    for (const PullMeta &p : m.pulls) dims += p.tensor.ndim;
+    return request_size(m.pushes.size() + m.pulls.size(), m.pulls.size(), dims) - kRequestHeaderBytes;
+}
+
+}  // namespace
+
+void encode(const Request &m, std::vector<uint8_t> &out) {
+    const uint64_t eager = m.eager ? eager_bytes(m) : 0;
+    const size_t at = out.size();
+    out.resize(at + kRequestHeaderBytes + request_tensors_size(m) + eager);
+    ByteSpanWriter w(out.data() + at, out.size() - at);
+    put_request_header(w, m);
+    put_request_tensors(w, m);
+    if (m.eager) w.raw(m.eager_data, eager);
+    assert(w.done());
+}
+
+void encode_tensors(const Request &m, std::vector<uint8_t> &out) {
+    const size_t at = out.size();
+    out.resize(at + request_tensors_size(m));
+    ByteSpanWriter w(out.data() + at, out.size() - at);
+    put_request_tensors(w, m);
+    assert(w.done());
+}
+
+void encode(const Request &m, const std::vector<uint8_t> &tensors, uint64_t eager_bytes, std::vector<uint8_t> &out) {
+    const uint64_t eager = m.eager ? eager_bytes : 0;
+    const size_t at = out.size();
+    out.resize(at + kRequestHeaderBytes + tensors.size() + eager);
+    ByteSpanWriter w(out.data() + at, out.size() - at);
+    put_request_header(w, m);
+    w.raw(tensors.data(), tensors.size());
     if (m.eager) w.raw(m.eager_data, eager);
     assert(w.done());
 }

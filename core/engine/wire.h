@@ -184,6 +184,18 @@ size_t request_size(size_t tensors, size_t pulls, size_t dims);
 /** The bytes encode() gives a RESPONSE of `pulls` answers, without eager bytes. */
 size_t response_size(size_t pulls);
 
+/**
+ * A REQUEST in two pieces, for a push-pull started many times
+ * (afmesh_prepare_push_pull): the metadata of its tensors, which
+ * encode_tensors() appends to `out` once, and the fields around it, which
+ * the second encode() writes at each start. That encode() appends what
+ * encode(m, out) would for a request with the pushes and pulls `tensors`
+ * was encoded from; it reads none of m's own, and `eager_bytes` is their sum
+ * of push bytes (read from m.eager_data when m.eager).
+ */
+void encode_tensors(const Request &m, std::vector<uint8_t> &out);
+void encode(const Request &m, const std::vector<uint8_t> &tensors, uint64_t eager_bytes, std::vector<uint8_t> &out);
+
 /** BYE and HEARTBEAT have no body: the type byte is the whole message. */
 void encode_bye(std::vector<uint8_t> &out);
 void encode_heartbeat(std::vector<uint8_t> &out);

@@ -103,6 +103,7 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
             Part fresh;
             keep_capacity(part.pushes, fresh.pushes);
             keep_capacity(part.pulls, fresh.pulls);
+            keep_capacity(part.encoded_tensors, fresh.encoded_tensors);
             part = std::move(fresh);
             part.server = server;
             part.trace.server = server;
@@ -151,12 +152,6 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
     }
     op.parts.resize(parts);
     for (Part &p : op.parts) {
-        const Server &server = servers_[p.server];
-        if (server.failed) return peer_failure("server " + std::to_string(p.server), server.failure);
-        if (server.connecting)
-            return {Code::kPeerFailed, "server " + std::to_string(p.server) +
-                                           ": its new incarnation has not completed the handshake yet (its "
-                                           "PEER_UP event says when it has)"};
         for (size_t a = 0; a < p.pushes.size(); ++a)
             for (size_t b = a + 1; b < p.pushes.size(); ++b)
                 if (op.pushes[p.pushes[a]].key == op.pushes[p.pushes[b]].key)
@@ -176,6 +171,24 @@ Status WorkerEngine::build_op(Op &op, const afmesh_push *push, size_t num_push, 
     return Status::ok();
 }
 
+Status WorkerEngine::servers_ready(const Op &op) const {
+    for (const Part &p : op.parts) {
+        const Server &server = servers_[p.server];
+        if (server.failed) return peer_failure("server " + std::to_string(p.server), server.failure);
+        if (server.connecting)
+            return {Code::kPeerFailed, "server " + std::to_string(p.server) +
+                                           ": its new incarnation has not completed the handshake yet (its "
+                                           "PEER_UP event says when it has)"};
+    }
+    return Status::ok();
+}
+
+Status WorkerEngine::room_for_op() const {
+    if (!ops_.full()) return Status::ok();
+    return {Code::kNoMemory,
+            "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) + "); wait for some first"};
+}
+
 Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
                                void *stream, afmesh_handle *handle) {
     if (!handle) return {Code::kInvalidArgument, "null handle pointer"};
@@ -187,10 +200,11 @@ Status WorkerEngine::push_pull(const afmesh_push *push, size_t num_push, const a
     Status refused;
     {
         MutexLock lock(&ctx_.mu);
-        if (ops_.full()) {
-            refused = {Code::kNoMemory,
-                       "too many push-pulls in flight (" + std::to_string(kMaxOpsInFlight) + "); wait for some first"};
+        if (Status s = room_for_op(); !s) {
+            refused = s;
         } else if (Status s = build_op(ops_.next_to_build(), push, num_push, pull, num_pull, staged); !s) {
+            refused = s;
+        } else if (Status s = servers_ready(ops_.next_to_build()); !s) {
             refused = s;
         } else {
             issue(ops_.next_free(), std::move(gates), handle);
@@ -322,24 +336,10 @@ void WorkerEngine::post_ready(uint16_t slot, Part &part) {
     }
 }
 
-void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
-    const Op &op = ops_[slot];
-    wire::Request &request = request_;
-    request.pushes.clear();
-    request.pulls.clear();
-    request.slot = slot;
-    request.generation = generation_of(op.sequence);
-    request.posted_ns = part.trace.posted;
-    request.push_writes = part.writes;
-    request.aborted = !op.error.is_ok();
-    request.eager = part.eager && !request.aborted;
-    request.eager_answers = part.eager_answers;
-    request.carried = part.entry >= 0;
-    for (uint32_t i : part.pushes) request.pushes.push_back(meta_of(op.pushes[i].key, op.pushes[i].tensor));
-    if (request.eager)
-        request.eager_data = wire::gather_eager(
-            part.pushes.size(), [&](size_t i) -> const afmesh_tensor & { return op.pushes[part.pushes[i]].tensor; },
-            &eager_);
+void WorkerEngine::describe_tensors(const Op &op, const Part &part, wire::Request *request) {
+    request->pushes.clear();
+    request->pulls.clear();
+    for (uint32_t i : part.pushes) request->pushes.push_back(meta_of(op.pushes[i].key, op.pushes[i].tensor));
     for (uint32_t i : part.pulls) {
         const PullSpec &pull = op.pulls[i];
         wire::PullMeta meta;
@@ -348,9 +348,30 @@ void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
             meta.rkey = pull.reg->rkey;
             meta.offset = pull.reg->offset_of(reinterpret_cast<uintptr_t>(pull.tensor.data));
         }
-        request.pulls.push_back(meta);
+        request->pulls.push_back(meta);
     }
+}
+
+void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
+    const Op &op = ops_[slot];
+    wire::Request &request = request_;
+    request.slot = slot;
+    request.generation = generation_of(op.sequence);
+    request.posted_ns = part.trace.posted;
+    request.push_writes = part.writes;
+    request.aborted = !op.error.is_ok();
+    request.eager = part.eager && !request.aborted;
+    request.eager_answers = part.eager_answers;
+    request.carried = part.entry >= 0;
+    const auto push_tensor = [&](size_t i) -> const afmesh_tensor & { return op.pushes[part.pushes[i]].tensor; };
+    request.eager_data = request.eager ? wire::gather_eager(part.pushes.size(), push_tensor, &eager_) : nullptr;
     scratch_.clear();
+    if (!part.encoded_tensors.empty()) {
+        uint64_t eager_bytes = 0;
+        for (size_t i = 0; request.eager && i < part.pushes.size(); ++i) eager_bytes += push_tensor(i).bytes;
+        return wire::encode(request, part.encoded_tensors, eager_bytes, scratch_);
+    }
+    describe_tensors(op, part, &request);
     wire::encode(request, scratch_);
 }
 

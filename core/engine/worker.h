@@ -33,9 +33,18 @@
 // marked aborted, counting only the writes made: the server answers it
 // empty, so the slices come back and nothing half-written is handed out.
 //
+// A push-pull started many times with the same description (every layer of
+// every step, in AF) can be prepared once (afmesh_prepare_push_pull): the
+// op build_op() makes of it, with its REQUESTs' tensor metadata encoded, is
+// kept and copied into a slot at each start, so a start skips checking the
+// arguments, finding the registrations, grouping the tensors by server and
+// encoding their metadata. Registrations it holds are checked by the
+// registry's epoch: one deregistered since makes the next start build afresh.
+//
 // Where it lives: the table of ops in flight and their handles in
 // inflight_table.h; staging, the gates and stream_wait's flags in
-// worker_stream.cpp (the flags: stream_flags.h); the rest in worker.cpp.
+// worker_stream.cpp (the flags: stream_flags.h); prepared push-pulls in
+// worker_prepared.cpp; the rest in worker.cpp.
 #pragma once
 
 #include <atomic>
@@ -69,6 +78,18 @@ public:
     /** `stream`: the device stream the pushed device tensors are produced on (null: none to wait for). */
     Status push_pull(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
                      void *stream, afmesh_handle *handle) AFMESH_EXCLUDES(ctx_.mu);
+    /** A push-pull described once, started many times (worker_prepared.cpp); the C API's afmesh_prepared. */
+    struct Prepared;
+    /**
+     * Checks and keeps a push-pull's description (the arrays may go after
+     * the call); the engine owns it until release_prepared() or its end.
+     */
+    Status prepare(const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
+                   Prepared **out) AFMESH_EXCLUDES(ctx_.mu);
+    /** Starts a push-pull as `prepared` describes it; `stream` as in push_pull(). */
+    Status start(Prepared &prepared, void *stream, afmesh_handle *handle) AFMESH_EXCLUDES(ctx_.mu);
+    /** Frees a prepared push-pull of this engine; NOT_FOUND for anything else. */
+    Status release_prepared(Prepared *prepared) AFMESH_EXCLUDES(ctx_.mu);
     /** Makes `stream` wait until the push-pull has ended, with the device module's flags. */
     Status stream_wait(afmesh_handle handle, void *stream) AFMESH_EXCLUDES(ctx_.mu);
     Status wait(afmesh_handle handle, int timeout_ms) AFMESH_EXCLUDES(ctx_.mu);
@@ -146,6 +167,9 @@ private:
         bool lost = false;           // its server failed before answering: nothing of it is accepted any more
         uint32_t imms = 0;
         afmesh_trace trace{};
+        // A prepared push-pull's: its REQUEST's tensor metadata, encoded once
+        // (wire::encode_tensors). Empty: encoded at each post.
+        std::vector<uint8_t> encoded_tensors;
         uint32_t answer_writes = 0;       // announced by the RESPONSE
         uint32_t most_answer_writes = 0;  // what the pull buffers allow, before the RESPONSE says
         /** Response immediates: none for an aborted request (the server writes nothing), else as announced. */
@@ -229,8 +253,19 @@ private:
     /** Copies staged pulls to the device, once. */
     Status deliver(Op &op);
     void release_staging(Op &op) AFMESH_REQUIRES(ctx_.mu);
+    /** Refuses a push-pull when every slot is in flight. */
+    Status room_for_op() const AFMESH_REQUIRES(ctx_.mu);
+    /**
+     * Builds the op a push-pull's (validated) arguments describe: its tensors
+     * with their registrations, and its parts, one per server. Fails on what
+     * the description itself gets wrong; servers_ready() checks the servers.
+     */
     Status build_op(Op &op, const afmesh_push *push, size_t num_push, const afmesh_pull *pull, size_t num_pull,
                     const std::vector<Staging::Buffer> &staged) AFMESH_REQUIRES(ctx_.mu);
+    /** Whether every server the op involves can take it now: neither failed nor still in its handshake. */
+    Status servers_ready(const Op &op) const AFMESH_REQUIRES(ctx_.mu);
+    /** (Re)builds a prepared push-pull's op, with its parts' tensor metadata encoded. */
+    Status build_prepared(Prepared &prepared) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Claims the part's slices and posts what is ready; false when it must
      * wait for a slice (credit or rendezvous).
@@ -245,6 +280,8 @@ private:
     bool eager_pushes(const Op &op, const Part &part) const AFMESH_REQUIRES(ctx_.mu);
     /** Whether every pull buffer of the part is host memory (staged ones are), so answers may come eagerly. */
     bool host_pulls(const Op &op, const Part &part) const AFMESH_REQUIRES(ctx_.mu);
+    /** The metadata of the part's tensors, into request.pushes and request.pulls. */
+    static void describe_tensors(const Op &op, const Part &part, wire::Request *request);
     /** Encodes the part's REQUEST into scratch_. */
     void encode_request(uint16_t slot, const Part &part) AFMESH_REQUIRES(ctx_.mu);
     /** Copies an eager RESPONSE's answers into the part's pull buffers. */
@@ -284,8 +321,26 @@ private:
     // REQUEST being encoded, reused so its vectors keep their capacity.
     wire::Request request_ AFMESH_GUARDED_BY(ctx_.mu);
     StreamFlags flags_ AFMESH_GUARDED_BY(ctx_.mu);  // per slot, made by the first stream_wait on it
-    std::vector<Parked> gated_ AFMESH_GUARDED_BY(ctx_.mu);  // ops (slot, sequence) whose gate open_gates() watches
+    std::vector<Parked> gated_ AFMESH_GUARDED_BY(ctx_.mu);
+    std::unordered_map<const Prepared *, std::unique_ptr<Prepared>> prepared_ AFMESH_GUARDED_BY(ctx_.mu);  // ops (slot, sequence) whose gate open_gates() watches
     std::atomic<size_t> num_gated_{0};  // gated_.size(), read without the lock
+};
+
+/**
+ * The caller's description, owned, and the op build_op() made of it, copied
+ * into a slot at each start. The op is valid while `built` and the
+ * registry's epoch is still `epoch`; start() rebuilds it, with ctx.mu held.
+ */
+struct WorkerEngine::Prepared {
+    const WorkerEngine *owner = nullptr;
+    std::vector<afmesh_push> push;  // each one's `servers` points into `servers`
+    std::vector<int32_t> servers;
+    std::vector<afmesh_pull> pull;
+    /** Every tensor is host memory: a start without a stream copies `op` (else it is a push_pull()). */
+    bool host = true;
+    bool built = false;
+    uint64_t epoch = 0;
+    Op op;
 };
 
 }  // namespace afmesh

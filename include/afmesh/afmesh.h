@@ -227,6 +227,42 @@ AFMESH_API afmesh_status afmesh_push_pull_on_stream(afmesh_node *node, const afm
                                                     const afmesh_pull *pull, size_t num_pull, void *stream,
                                                     afmesh_handle *handle);
 /**
+ * A push-pull described once, to be started many times: the same keys,
+ * buffers and servers every layer of every step, as AF inference repeats
+ * them. afmesh_push_pull checks its arguments, finds the buffers'
+ * registrations, groups the tensors by server and encodes their metadata
+ * at every call; a prepared push-pull does it here, once, and each
+ * afmesh_push_pull_start copies the result. Only the buffers' contents
+ * change between starts.
+ */
+typedef struct afmesh_prepared afmesh_prepared;
+/**
+ * Prepares a push-pull; the arrays are copied and may go after the call.
+ * Errors as afmesh_push_pull's for the same arguments (for host tensors;
+ * device tensors are checked at each start). Unregistered host buffers are
+ * registered here. A buffer may be deregistered between starts: the next
+ * start finds (or makes) its registration again, at afmesh_push_pull's
+ * cost, once. Free it with afmesh_prepared_free.
+ */
+AFMESH_API afmesh_status afmesh_prepare_push_pull(afmesh_node *node, const afmesh_push *push, size_t num_push,
+                                                  const afmesh_pull *pull, size_t num_pull,
+                                                  afmesh_prepared **prepared);
+/**
+ * Starts a prepared push-pull: afmesh_push_pull_on_stream with the prepared
+ * arrays (`stream` NULL: afmesh_push_pull). Each start is a push-pull of its
+ * own, with its own handle, under the same rules as calling afmesh_push_pull
+ * again with the same arrays: it may start again before an earlier start
+ * has completed. INVALID_ARGUMENT for a push-pull prepared by another node.
+ */
+AFMESH_API afmesh_status afmesh_push_pull_start(afmesh_node *node, afmesh_prepared *prepared, void *stream,
+                                                afmesh_handle *handle);
+/**
+ * Frees a prepared push-pull (NULL: nothing to do); the push-pulls it
+ * started go on. NOT_FOUND for one this node did not prepare or has freed.
+ * Destroying the node frees those it still has.
+ */
+AFMESH_API afmesh_status afmesh_prepared_free(afmesh_node *node, afmesh_prepared *prepared);
+/**
  * Makes `stream` (not NULL) wait until the push-pull has ended, without
  * blocking the calling thread: work queued on the stream afterwards sees the
  * pull buffers filled. The stream is also released when the push-pull fails,

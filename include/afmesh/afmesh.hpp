@@ -199,4 +199,32 @@ private:
     afmesh_mr *mr_ = nullptr;
 };
 
+/** A prepared push-pull (afmesh_prepare_push_pull) that frees itself; start() it as often as needed. */
+class PreparedPushPull {
+public:
+    PreparedPushPull(Node &node, const std::vector<afmesh_push> &push, const std::vector<afmesh_pull> &pull)
+        : node_(node.get()) {
+        check(afmesh_prepare_push_pull(node_, push.data(), push.size(), pull.data(), pull.size(), &prepared_));
+    }
+    ~PreparedPushPull() {
+        if (prepared_) afmesh_prepared_free(node_, prepared_);
+    }
+    PreparedPushPull(PreparedPushPull &&other) noexcept
+        : node_(other.node_), prepared_(std::exchange(other.prepared_, nullptr)) {}
+    PreparedPushPull &operator=(PreparedPushPull &&) = delete;
+    PreparedPushPull(const PreparedPushPull &) = delete;
+    PreparedPushPull &operator=(const PreparedPushPull &) = delete;
+
+    /** Starts the push-pull (device pushes read after the work queued on `stream`, if not null). */
+    afmesh_handle start(void *stream = nullptr) {
+        afmesh_handle h = 0;
+        check(afmesh_push_pull_start(node_, prepared_, stream, &h));
+        return h;
+    }
+
+private:
+    afmesh_node *node_;
+    afmesh_prepared *prepared_ = nullptr;
+};
+
 }  // namespace afmesh::api

@@ -291,6 +291,29 @@ TEST(DataWire, EagerBytesTravelInsideTheirMessage) {
     EXPECT_EQ(std::vector<uint8_t>(back.eager_data, back.eager_data + 3), std::vector<uint8_t>(answer, answer + 3));
 }
 
+// A prepared push-pull encodes its tensors' metadata once and the rest at
+// each start: the two pieces must make exactly the message encode() makes,
+// whatever the header's fields, eager or not.
+TEST(DataWire, ARequestEncodedInTwoPiecesIsTheWholeRequest) {
+    const uint8_t pushed[5] = {1, 2, 3, 4, 5};
+    for (Request whole : {sample_request(3, false), sample_request(1, true), eager_request(pushed)}) {
+        std::vector<uint8_t> tensors;
+        encode_tensors(whole, tensors);
+        Request header = whole;  // the second piece reads no tensors of its own
+        header.pushes.clear();
+        header.pulls.clear();
+        std::vector<uint8_t> pieces = {0xee};  // appended after what is there, as encode() does
+        encode(header, tensors, eager_bytes(whole), pieces);
+        std::vector<uint8_t> expected = {0xee};
+        encode(whole, expected);
+        EXPECT_EQ(pieces, expected);
+        Request back;
+        ASSERT_TRUE(decode(pieces.data() + 1, pieces.size() - 1, &back));
+        EXPECT_EQ(back.pushes.size(), whole.pushes.size());
+        EXPECT_EQ(back.eager, whole.eager);
+    }
+}
+
 // The engines decode every message into one reused struct: nothing of an
 // earlier message may show through a later one.
 TEST(DataWire, DecodingIntoAUsedStructLeavesNothingOfTheLastMessage) {

@@ -56,6 +56,24 @@ def test_shorter_answers_come_back_as_shorter_views(one_by_one, pool):
     assert handle.results[0] is rows and handle.results[1] is text  # as often as asked, unlike wait()
 
 
+def test_a_prepared_push_pull_carries_what_its_buffers_hold_at_each_start(one_by_one, pool):
+    worker, server = one_by_one
+    x, y = np.zeros((2, 4), np.float32), np.zeros((4, 4), np.float32)
+    with worker.prepare(push=[(0, x)], pull=[(1, y, 0)]) as step:
+        assert "open" in repr(step)
+        for layer in range(3):
+            x[:] = layer
+            served = pool.submit(serve, server, lambda r: [r.tensors[0].numpy() + 1])
+            (out,) = step.start().wait(timeout=60)
+            served.result()
+            assert out.shape == (2, 4) and np.shares_memory(out, y) and (out == layer + 1).all()
+    with pytest.raises(afmesh.InvalidArgument, match="closed"):
+        step.start()
+    step.close()  # again: nothing to do
+    with pytest.raises(afmesh.InvalidArgument, match="does not exist"):
+        worker.prepare(push=[(0, x, [5])])
+
+
 def test_torch_bfloat16_travels_as_bfloat16(one_by_one, pool):
     torch = pytest.importorskip("torch", reason="torch is not installed (python3-torch)")
     worker, server = one_by_one

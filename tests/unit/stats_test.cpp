@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "free_port.h"
+#include "thread_cluster.h"
 
 namespace {
 
@@ -60,41 +60,17 @@ protected:
     static constexpr int kWorkers = 2, kServers = 2;
 
     void SetUp() override {
-        const std::string address = afmesh::with_free_port("127.0.0.1:0");
-        settings_ = GetParam();
-        settings_.push_back("AFMESH_NUM_WORKERS=" + std::to_string(kWorkers));
-        settings_.push_back("AFMESH_NUM_SERVERS=" + std::to_string(kServers));
-        settings_.push_back("AFMESH_CONNECT_TIMEOUT_MS=30000");
-        settings_.push_back("AFMESH_EAGER_BYTES=" + std::to_string(kEagerBytes));
-        scheduler_ = std::make_unique<Node>(AFMESH_ROLE_SCHEDULER, settings_, address.c_str());
-        std::vector<std::unique_ptr<Node>> nodes(kWorkers + kServers);
-        std::vector<std::string> errors(nodes.size());
-        std::vector<std::thread> joiners;
-        for (size_t i = 0; i < nodes.size(); ++i)
-            joiners.emplace_back([&, i] {
-                try {
-                    nodes[i] = std::make_unique<Node>(i < kWorkers ? AFMESH_ROLE_WORKER : AFMESH_ROLE_SERVER,
-                                                      settings_, address.c_str());
-                } catch (const afmesh::api::Error &e) {
-                    errors[i] = e.what();
-                }
-            });
-        for (auto &t : joiners) t.join();
-        for (size_t i = 0; i < nodes.size(); ++i) {
-            ASSERT_TRUE(nodes[i]) << "node " << i << ": " << errors[i];
-            (i < kWorkers ? workers_ : servers_)[nodes[i]->rank()] = std::move(nodes[i]);
-        }
+        std::vector<std::string> settings = GetParam();
+        settings.push_back("AFMESH_EAGER_BYTES=" + std::to_string(kEagerBytes));
+        const std::string failed = cluster_.start(kWorkers, kServers, settings);
+        ASSERT_EQ(failed, "");
     }
 
     void TearDown() override {
-        // Stopping is collective: every node at once, then the scheduler ends.
-        std::vector<std::thread> stoppers;
-        for (auto *group : {&workers_, &servers_})
-            for (auto &node : *group)
-                if (node) stoppers.emplace_back([&node] { node.reset(); });
-        for (auto &t : stoppers) t.join();
+        // Stopping is collective: every node at once, the one leaving on its
+        // own too, then the scheduler ends.
+        cluster_.stop_nodes();
         if (leaver_.joinable()) leaver_.join();
-        scheduler_.reset();
     }
 
     // Server `s` answers `batches` batches (one request from every worker
@@ -143,15 +119,13 @@ protected:
     }
 
     bool is_tcp() const {
-        for (const std::string &s : settings_)
+        for (const std::string &s : cluster_.settings)
             if (s == "AFMESH_TRANSPORT=tcp") return true;
         return false;
     }
 
-    std::vector<std::string> settings_;
-    std::unique_ptr<Node> scheduler_;
-    std::array<std::unique_ptr<Node>, kWorkers> workers_;
-    std::array<std::unique_ptr<Node>, kServers> servers_;
+    afmesh::test::ThreadCluster cluster_;
+    std::vector<std::unique_ptr<Node>> &workers_ = cluster_.workers, &servers_ = cluster_.servers;
     std::thread leaver_;  // a node stopping on its own, joined once the others have stopped too
 };
 
@@ -295,7 +269,7 @@ TEST_P(StatsCluster, MisuseIsRefusedWithAReason) {
     s.struct_size = sizeof s;
     EXPECT_EQ(afmesh_peer_stats_get(workers_[0]->get(), kServers, &s), AFMESH_ERR_NOT_FOUND);
     EXPECT_NE(last_error().find("no server 2"), std::string::npos) << last_error();
-    EXPECT_EQ(afmesh_stats_get(scheduler_->get(), &s), AFMESH_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(afmesh_stats_get(cluster_.scheduler->get(), &s), AFMESH_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(afmesh_stats_get(workers_[0]->get(), nullptr), AFMESH_ERR_INVALID_ARGUMENT);
     size_t count = 0;
     EXPECT_EQ(afmesh_transport_counters(workers_[0]->get(), nullptr, 4, &count), AFMESH_ERR_INVALID_ARGUMENT);

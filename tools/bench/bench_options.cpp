@@ -66,6 +66,8 @@ void declare_options(CLI::App &command, Options &o) {
         ->type_name("FILE");
     command.add_option("--csv", o.csv, "write the table's rows to this file")->type_name("FILE");
     command.add_flag("--trace", o.trace, "add where the pipeline's time goes, per server");
+    command.add_flag("!--no-prepare", o.prepare,
+                     "issue each push-pull with afmesh_push_pull instead of starting one prepared per exchange");
 }
 
 }  // namespace afmesh::bench

@@ -30,6 +30,7 @@ struct Options {
     afmesh_batch_mode batch = AFMESH_BATCH_ALL_WORKERS;
     std::string json, csv;  // where to write the report's files; "" for none
     bool trace = false;
+    bool prepare = true;  // repeated push-pulls are prepared once (afmesh_prepare_push_pull)
 
     uint64_t push_bytes() const { return uint64_t{static_cast<uint64_t>(tokens)} * hidden * push_dtype.bytes; }
     uint64_t pull_bytes() const { return uint64_t{static_cast<uint64_t>(tokens)} * hidden * pull_dtype.bytes; }

@@ -136,17 +136,50 @@ private:
         return row;
     }
 
-    afmesh_handle post(const Case &c, uint8_t *push, size_t pull_base, uint64_t push_key, uint64_t pull_key) {
-        afmesh_push p{};
-        p.key = push_key;
-        p.tensor = host_bytes(push, c.push);
-        // Inside the timed window: reuses its vector, as the floor allocates nothing either.
-        std::vector<afmesh_pull> &pulls = pull_specs_;
-        pulls.clear();
+    // One push-pull the bench repeats: a push to every server, a pull from
+    // each into pulls_[pull_base + server]. Prepared once (unless
+    // --no-prepare), as an AF worker prepares each layer's exchange.
+    struct Exchange {
+        uint8_t *push;
+        size_t pull_base;
+        uint64_t push_key, pull_key;
+        afmesh_prepared *prepared = nullptr;
+    };
+
+    Exchange exchange(const Case &c, uint8_t *push, size_t pull_base, uint64_t push_key, uint64_t pull_key) {
+        Exchange e{push, pull_base, push_key, pull_key};
+        if (!o_.prepare) return e;
+        const afmesh_push p = describe(c, e);
+        check(afmesh_prepare_push_pull(node_, &p, 1, pull_specs_.data(), pull_specs_.size(), &e.prepared),
+              "prepare push_pull");
+        return e;
+    }
+
+    void release(std::vector<Exchange> &exchanges) {
+        for (Exchange &e : exchanges) check(afmesh_prepared_free(node_, e.prepared), "free prepared push_pull");
+        exchanges.clear();
+    }
+
+    // The exchange's push; its pulls into pull_specs_ (reused: inside the
+    // timed window, as the floor allocates nothing either).
+    afmesh_push describe(const Case &c, const Exchange &e) {
+        pull_specs_.clear();
         for (int s = 0; s < servers_; ++s)
-            pulls.push_back({pull_key, host_bytes(pulls_[pull_base + s].data(), c.pull), s});
+            pull_specs_.push_back({e.pull_key, host_bytes(pulls_[e.pull_base + s].data(), c.pull), s});
+        afmesh_push p{};
+        p.key = e.push_key;
+        p.tensor = host_bytes(e.push, c.push);
+        return p;
+    }
+
+    afmesh_handle post(const Case &c, const Exchange &e) {
         afmesh_handle h;
-        check(afmesh_push_pull(node_, &p, 1, pulls.data(), pulls.size(), &h), "push_pull");
+        if (e.prepared) {
+            check(afmesh_push_pull_start(node_, e.prepared, nullptr, &h), "push_pull start");
+        } else {
+            const afmesh_push p = describe(c, e);
+            check(afmesh_push_pull(node_, &p, 1, pull_specs_.data(), pull_specs_.size(), &h), "push_pull");
+        }
         meter_->count_push_pull();
         return h;
     }
@@ -174,17 +207,19 @@ private:
         std::vector<FloorPrimitive> primitives = {FloorPrimitive::kWrite};
         if (floor_->fits_messages(c.push, c.pull)) primitives.push_back(FloorPrimitive::kMessage);
         std::vector<std::vector<uint64_t>> floor_ns(primitives.size());
+        std::vector<Exchange> exchanges = {exchange(c, push_.data(), 0, c.push_key, c.pull_key)};
         for (int block = 0; block < kBlocks; ++block) {
             const int warmup = warmup_before(block, o_.warmup);
             enter_phase(poll, Phase::kAfmesh);
-            for (int i = 0; i < warmup; ++i) one(c, 0, nullptr);
-            for (Sampler s = sampler(kBlocks); s.more();) one(c, static_cast<uint32_t>(s.done()), &ns);
+            for (int i = 0; i < warmup; ++i) one(c, exchanges[0], 0, nullptr);
+            for (Sampler s = sampler(kBlocks); s.more();) one(c, exchanges[0], static_cast<uint32_t>(s.done()), &ns);
             enter_phase(poll, Phase::kFloor);
             for (size_t p = 0; p < primitives.size(); ++p) {
                 for (int i = 0; i < warmup; ++i) floor_once(c, primitives[p], nullptr);
                 for (Sampler s = sampler(kBlocks); s.more();) floor_once(c, primitives[p], &floor_ns[p]);
             }
         }
+        release(exchanges);
         row.cost = finish_case(poll);
         row.afmesh = summarize(ns);
         for (size_t p = 0; p < primitives.size(); ++p) {
@@ -196,10 +231,10 @@ private:
         return row;
     }
 
-    void one(const Case &c, uint32_t iteration, std::vector<uint64_t> *ns) {
+    void one(const Case &c, const Exchange &e, uint32_t iteration, std::vector<uint64_t> *ns) {
         memcpy(push_.data() + 4, &iteration, 4);
         const uint64_t t0 = monotonic_ns();
-        afmesh_handle h = post(c, push_.data(), 0, c.push_key, c.pull_key);
+        afmesh_handle h = post(c, e);
         check(afmesh_wait(node_, h, kTimeoutMs), "wait");
         const uint64_t t1 = monotonic_ns();
         verify(c, 0, iteration);
@@ -220,13 +255,16 @@ private:
         StageSamples stages(o_.trace ? servers_ : 0);
         std::vector<afmesh_handle> handles(o_.microbatches);
         std::vector<uint64_t> posted(o_.microbatches);
+        std::vector<Exchange> exchanges;
+        for (int mb = 0; mb < o_.microbatches; ++mb)
+            exchanges.push_back(exchange(c, mb_push_[mb].data(), static_cast<size_t>(mb) * servers_, c.push_key + mb,
+                                         c.pull_key + mb));
         uint32_t iteration = 0;
         auto layer = [&](bool record) {
             for (int mb = 0; mb < o_.microbatches; ++mb) {
                 memcpy(mb_push_[mb].data() + 4, &++iteration, 4);
                 posted[mb] = monotonic_ns();
-                handles[mb] = post(c, mb_push_[mb].data(), static_cast<size_t>(mb) * servers_, c.push_key + mb,
-                                   c.pull_key + mb);
+                handles[mb] = post(c, exchanges[mb]);
             }
             for (int mb = 0; mb < o_.microbatches; ++mb) {
                 check(afmesh_wait(node_, handles[mb], kTimeoutMs), "wait");
@@ -259,6 +297,7 @@ private:
             for (Sampler s = sampler(blocks); s.more();)
                 for (int l = 0; l < o_.layers; ++l) floor_layer(true);
         }
+        release(exchanges);
         row.cost = finish_case(poll);
         row.afmesh = summarize(ns);
         if (row.has_floor) row.floor = summarize(floor_ns);

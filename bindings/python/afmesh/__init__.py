@@ -36,11 +36,12 @@ from .errors import AccessDenied, Closed, Error, InvalidArgument, InvalidType, N
 from .node import MembershipEvent, Registration, Scheduler
 from .server import PullSlot, Request, Server
 from .tensor import Tensor, as_tensor
-from .worker import Handle, Pull, Push, Trace, Worker
+from .worker import Handle, PreparedPushPull, Pull, Push, Trace, Worker
 
 __all__ = [
     "AccessDenied", "Closed", "DType", "Error", "Handle", "InvalidArgument", "InvalidType", "MEM_CUDA", "MEM_HIP",
-    "MEM_HOST", "MEM_ZE", "MembershipEvent", "NotFound", "PeerFailed", "Pull", "PullSlot", "Push", "Registration",
+    "MEM_HOST", "MEM_ZE", "MembershipEvent", "NotFound", "PeerFailed", "PreparedPushPull", "Pull", "PullSlot", "Push",
+    "Registration",
     "Request", "Scheduler", "Server", "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes",
     "library_path", "version",
 ]

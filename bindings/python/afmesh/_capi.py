@@ -166,6 +166,7 @@ class afmesh_event(C.Structure):
 node_p = C.c_void_p
 request_p = C.c_void_p
 mr_p = C.c_void_p
+prepared_p = C.c_void_p
 handle_t = C.c_uint64
 status_t = C.c_int
 
@@ -197,6 +198,12 @@ _PROTOTYPES = {
         status_t,
         [node_p, _P(afmesh_push), C.c_size_t, _P(afmesh_pull), C.c_size_t, C.c_void_p, _P(handle_t)],
     ),
+    "afmesh_prepare_push_pull": (
+        status_t,
+        [node_p, _P(afmesh_push), C.c_size_t, _P(afmesh_pull), C.c_size_t, _P(prepared_p)],
+    ),
+    "afmesh_push_pull_start": (status_t, [node_p, prepared_p, C.c_void_p, _P(handle_t)]),
+    "afmesh_prepared_free": (status_t, [node_p, prepared_p]),
     "afmesh_stream_wait": (status_t, [node_p, handle_t, C.c_void_p]),
     "afmesh_wait": (status_t, [node_p, handle_t, C.c_int]),
     "afmesh_test": (status_t, [node_p, handle_t]),

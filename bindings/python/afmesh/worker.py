@@ -82,6 +82,29 @@ def _trimmed(obj, tensor, nbytes):
     return view[:rows] if view.ndim == 1 else view.cast("B")[:rows * row_bytes]
 
 
+def _c_arrays(push, pull):
+    """The C arrays of a push-pull; the objects whose memory they point into; the pulls, described."""
+    pushes = [_as_item(p, Push) for p in push]
+    pulls = [_as_item(p, Pull) for p in pull]
+    c_push = (_capi.afmesh_push * len(pushes))()
+    c_pull = (_capi.afmesh_pull * len(pulls))()
+    keepalive = []
+    for c, p in zip(c_push, pushes):
+        t = as_tensor(p.tensor)
+        c.key, c.tensor = p.key, t.c_tensor()
+        if p.servers is not None:
+            servers = (C.c_int32 * len(p.servers))(*p.servers)
+            c.servers, c.num_servers = servers, len(p.servers)
+            keepalive.append(servers)
+        keepalive.append(t)
+    described = []
+    for c, p in zip(c_pull, pulls):
+        t = as_tensor(p.tensor, writable=True)
+        c.key, c.tensor, c.server = p.key, t.c_tensor(), p.server
+        described.append((p.tensor, t))
+    return c_push, c_pull, keepalive, described
+
+
 class Handle:
     """One push-pull in flight. Its buffers must stay untouched until it completes.
 
@@ -218,29 +241,74 @@ class Worker(Node):
                 far has finished, without this call waiting. None: nothing
                 to wait for.
         """
-        pushes = [_as_item(p, Push) for p in push]
-        pulls = [_as_item(p, Pull) for p in pull]
-        c_push = (_capi.afmesh_push * len(pushes))()
-        c_pull = (_capi.afmesh_pull * len(pulls))()
-        keepalive = []
-        for c, p in zip(c_push, pushes):
-            t = as_tensor(p.tensor)
-            c.key, c.tensor = p.key, t.c_tensor()
-            if p.servers is not None:
-                servers = (C.c_int32 * len(p.servers))(*p.servers)
-                c.servers, c.num_servers = servers, len(p.servers)
-                keepalive.append(servers)
-            keepalive.append(t)
-        described = []
-        for c, p in zip(c_pull, pulls):
-            t = as_tensor(p.tensor, writable=True)
-            c.key, c.tensor, c.server = p.key, t.c_tensor(), p.server
-            described.append((p.tensor, t))
+        c_push, c_pull, keepalive, described = _c_arrays(push, pull)
         handle = _capi.handle_t()
         with self._live as ptr:
             if stream is None:
-                errors.check(lib.afmesh_push_pull(ptr, c_push, len(pushes), c_pull, len(pulls), C.byref(handle)))
+                errors.check(lib.afmesh_push_pull(ptr, c_push, len(c_push), c_pull, len(c_pull), C.byref(handle)))
             else:
-                errors.check(lib.afmesh_push_pull_on_stream(ptr, c_push, len(pushes), c_pull, len(pulls),
+                errors.check(lib.afmesh_push_pull_on_stream(ptr, c_push, len(c_push), c_pull, len(c_pull),
                                                             stream_pointer(stream), C.byref(handle)))
         return Handle(self, handle.value, keepalive, described)
+
+    def prepare(self, push=(), pull=()):
+        """Describes a push-pull once, to start it many times; returns a :class:`PreparedPushPull`.
+
+        For the exchange every layer repeats (the same keys, buffers and
+        servers): each ``start()`` skips checking and grouping the tensors
+        and encoding their metadata, which :meth:`push_pull` does at every
+        call. Only the buffers' contents change between starts. Arguments
+        as :meth:`push_pull`'s.
+        """
+        c_push, c_pull, keepalive, described = _c_arrays(push, pull)
+        prepared = _capi.prepared_p()
+        with self._live as ptr:
+            errors.check(lib.afmesh_prepare_push_pull(ptr, c_push, len(c_push), c_pull, len(c_pull),
+                                                      C.byref(prepared)))
+        return PreparedPushPull(self, prepared.value, keepalive, described)
+
+
+class PreparedPushPull:
+    """A push-pull described once (:meth:`Worker.prepare`); ``start()`` it as often as needed.
+
+    It holds on to its buffers; ``close()`` (or leaving a ``with`` block)
+    frees it, and the worker frees those left when it closes. Example::
+
+        step = w.prepare(push=[(7, x)], pull=[(8, y, 0)])
+        for layer in range(n):
+            x[:] = ...                        # new contents, same buffer
+            (y0,) = step.start().wait()
+    """
+
+    def __init__(self, worker, prepared, keepalive, pulls):
+        self._worker = worker
+        self._prepared = prepared
+        self._keepalive = keepalive
+        self._pulls = pulls
+
+    def __repr__(self):
+        return f"afmesh.PreparedPushPull({'closed' if self._prepared is None else 'open'})"
+
+    def start(self, stream=None):
+        """Starts the push-pull as prepared; returns its :class:`Handle` (``stream`` as in :meth:`Worker.push_pull`)."""
+        if self._prepared is None:
+            raise errors.invalid_argument("this prepared push-pull was closed")
+        handle = _capi.handle_t()
+        native_stream = None if stream is None else stream_pointer(stream)
+        with self._worker._live as ptr:
+            errors.check(lib.afmesh_push_pull_start(ptr, self._prepared, native_stream, C.byref(handle)))
+        return Handle(self._worker, handle.value, self._keepalive, self._pulls)
+
+    def close(self):
+        """Frees it; push-pulls it started go on. Closing again does nothing."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None or self._worker.closed:
+            return
+        with self._worker._live as ptr:
+            errors.check(lib.afmesh_prepared_free(ptr, prepared))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
