@@ -80,6 +80,8 @@ def test_csv_holds_the_same_rows(report):
                 assert cell == "", name
             elif isinstance(value, str):
                 assert cell == value, name
+            elif isinstance(value, bool):
+                assert cell == str(value).lower(), name
             else:
                 assert float(cell) == value, name
 

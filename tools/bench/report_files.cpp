@@ -87,6 +87,7 @@ ordered_json run_json(const RunInfo &info, const Options &o) {
     run["workers"] = info.workers;
     run["servers"] = info.servers;
     run["batch"] = o.batch == AFMESH_BATCH_ALL_WORKERS ? "all" : "any";
+    run["prepared"] = o.prepare;
     if (o.seconds > 0)
         run["seconds"] = o.seconds;
     else

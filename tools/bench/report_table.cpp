@@ -85,8 +85,10 @@ void print_stages(const std::vector<Row> &rows) {
 void print_tables(const RunInfo &info, const Options &o, const std::vector<Row> &rows) {
     const std::string amount =
         o.seconds > 0 ? std::to_string(o.seconds) + " s" : std::to_string(o.iters) + " iterations";
-    printf("\nafmesh bench: %d worker(s) x %d server(s), transport %s, device %s, %s (+%d warm-up) per case\n",
-           info.workers, info.servers, info.transport.c_str(), info.device.c_str(), amount.c_str(), o.warmup);
+    printf("\nafmesh bench: %d worker(s) x %d server(s), transport %s, device %s, %s (+%d warm-up) per case, "
+           "push-pulls %s\n",
+           info.workers, info.servers, info.transport.c_str(), info.device.c_str(), amount.c_str(), o.warmup,
+           o.prepare ? "prepared once, then started" : "posted by afmesh_push_pull");
     print_latency(rows);
     print_cost(rows);
     if (o.trace) print_stages(rows);

@@ -176,28 +176,48 @@ class Scheduler(_Member):
         super().__init__(_capi.ROLE_SCHEDULER, address, settings)
 
 
-class Registration:
-    """Memory registered with a node for the fast path; drop it with close() or a `with` block.
+class NodeResource:
+    """Something a node made and frees again: close() it, or leave a ``with`` block.
 
-    Keeps the registered object alive while registered.
+    Closing twice does nothing, nor does closing once the node is closed
+    (which freed it). Subclasses name the C call that frees it (``_free``).
     """
 
-    def __init__(self, node, tensor, mr):
-        self._node, self.tensor, self._mr = node, tensor, mr
+    def __init__(self, node, handle):
+        self._node, self._handle = node, handle
+
+    @staticmethod
+    def _free(node_ptr, handle):
+        raise NotImplementedError
 
     def close(self):
-        """Deregisters (safe to call twice; a no-op once the node is closed, which freed it)."""
-        mr, self._mr = self._mr, None
-        if mr is None or self._node.closed:
+        """Frees it (safe to call twice; a no-op once the node is closed)."""
+        handle, self._handle = self._handle, None
+        if handle is None or self._node.closed:
             return
         with self._node._live as ptr:
-            errors.check(lib.afmesh_deregister_buffer(ptr, mr))
+            errors.check(self._free(ptr, handle))
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Registration(NodeResource):
+    """Memory registered with a node for the fast path; drop it with close() or a `with` block.
+
+    Keeps the registered object alive while registered.
+    """
+
+    def __init__(self, node, tensor, mr):
+        super().__init__(node, mr)
+        self.tensor = tensor
+
+    @staticmethod
+    def _free(node_ptr, mr):
+        return lib.afmesh_deregister_buffer(node_ptr, mr)
 
 
 class Node(_Member):

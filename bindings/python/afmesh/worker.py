@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional, Sequence
 
 from . import _capi, errors
-from .node import Node
+from .node import Node, NodeResource
 from .tensor import Tensor, as_tensor
 
 lib = _capi.lib
@@ -268,7 +268,7 @@ class Worker(Node):
         return PreparedPushPull(self, prepared.value, keepalive, described)
 
 
-class PreparedPushPull:
+class PreparedPushPull(NodeResource):
     """A push-pull described once (:meth:`Worker.prepare`); ``start()`` it as often as needed.
 
     It holds on to its buffers; ``close()`` (or leaving a ``with`` block)
@@ -281,34 +281,23 @@ class PreparedPushPull:
     """
 
     def __init__(self, worker, prepared, keepalive, pulls):
-        self._worker = worker
-        self._prepared = prepared
+        super().__init__(worker, prepared)
         self._keepalive = keepalive
         self._pulls = pulls
 
     def __repr__(self):
-        return f"afmesh.PreparedPushPull({'closed' if self._prepared is None else 'open'})"
+        return f"afmesh.PreparedPushPull({'closed' if self._handle is None else 'open'})"
+
+    @staticmethod
+    def _free(node_ptr, prepared):
+        return lib.afmesh_prepared_free(node_ptr, prepared)
 
     def start(self, stream=None):
         """Starts the push-pull as prepared; returns its :class:`Handle` (``stream`` as in :meth:`Worker.push_pull`)."""
-        if self._prepared is None:
+        if self._handle is None:
             raise errors.invalid_argument("this prepared push-pull was closed")
         handle = _capi.handle_t()
         native_stream = None if stream is None else stream_pointer(stream)
-        with self._worker._live as ptr:
-            errors.check(lib.afmesh_push_pull_start(ptr, self._prepared, native_stream, C.byref(handle)))
-        return Handle(self._worker, handle.value, self._keepalive, self._pulls)
-
-    def close(self):
-        """Frees it; push-pulls it started go on. Closing again does nothing."""
-        prepared, self._prepared = self._prepared, None
-        if prepared is None or self._worker.closed:
-            return
-        with self._worker._live as ptr:
-            errors.check(lib.afmesh_prepared_free(ptr, prepared))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        with self._node._live as ptr:
+            errors.check(lib.afmesh_push_pull_start(ptr, self._handle, native_stream, C.byref(handle)))
+        return Handle(self._node, handle.value, self._keepalive, self._pulls)
