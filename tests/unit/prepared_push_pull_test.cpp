@@ -169,6 +169,50 @@ TEST_P(PreparedPushPull, ARegistrationGoneBetweenStartsIsFoundAgain) {
     // `prepared` is left to the node, which frees it when it stops (leak checkers see it does).
 }
 
+// A start with a stream, or of device tensors, is afmesh_push_pull_on_stream
+// of the description: host tensors do not wait for the stream, and device
+// memory that neither the transport nor the device module handles is
+// refused at each start, as there.
+TEST_P(PreparedPushPull, StreamsAndDeviceTensorsTakeThePushPullPath) {
+    afmesh_prepared *prepared = prepare();
+    std::fill(push_.begin(), push_.end(), 7);
+    std::thread servers = serve(1);
+    int token = 0;
+    afmesh_handle h = 0;
+    ASSERT_EQ(afmesh_push_pull_start(worker_, prepared, &token, &h), AFMESH_OK) << last_error();
+    ASSERT_EQ(afmesh_wait(worker_, h, 30000), AFMESH_OK) << last_error();
+    expect_answers(h, 7);
+    servers.join();
+
+    afmesh_push device{kKey, host_bytes(push_.data(), push_.size()), nullptr, 0};
+    device.tensor.kind = AFMESH_MEM_CUDA;
+    afmesh_prepared *on_device = nullptr;
+    ASSERT_EQ(afmesh_prepare_push_pull(worker_, &device, 1, nullptr, 0, &on_device), AFMESH_OK) << last_error();
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(afmesh_push_pull_start(worker_, on_device, nullptr, &h), AFMESH_ERR_NOT_SUPPORTED);
+        EXPECT_NE(last_error().find("cannot register CUDA memory"), std::string::npos) << last_error();
+    }
+}
+
+// A server that stopped fails every later start that involves it, naming it.
+TEST_P(PreparedPushPull, AStoppedServerFailsTheStartNamingIt) {
+    afmesh_prepared *prepared = prepare();
+    // Stopping is collective: the server's own stop returns once the rest stop too.
+    std::thread leaver([leaving = std::move(cluster_.servers[1])]() mutable { leaving.reset(); });
+    afmesh_event event{};
+    event.struct_size = sizeof event;
+    do {
+        ASSERT_EQ(afmesh_next_event(worker_, &event, 30000), AFMESH_OK) << last_error();
+    } while (event.type != AFMESH_EVENT_PEER_DOWN || event.role != AFMESH_ROLE_SERVER || event.rank != 1);
+    for (int i = 0; i < 2; ++i) {
+        afmesh_handle h = 0;
+        EXPECT_EQ(afmesh_push_pull_start(worker_, prepared, nullptr, &h), AFMESH_ERR_PEER_FAILED);
+        EXPECT_NE(last_error().find("server 1"), std::string::npos) << last_error();
+    }
+    cluster_.stop_nodes();
+    leaver.join();
+}
+
 // Eager (inside the messages) and written (into the servers' slices).
 std::string size_name(const ::testing::TestParamInfo<uint64_t> &info) { return info.param < 1024 ? "Eager" : "Written"; }
 INSTANTIATE_TEST_SUITE_P(Sizes, PreparedPushPull, ::testing::Values(uint64_t{64}, uint64_t{256} << 10), size_name);
