@@ -162,8 +162,6 @@ int Progress::poll_locked() {
     if (n > 0) {
         counters_.polls.add();
         counters_.completions.add(static_cast<uint64_t>(n));
-        // Whoever polled: a waiter's completions keep the NetRecv thread's window open too.
-        last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
         dispatch_(events_.data(), n);
     } else if (n == 0) {
         counters_.empty_polls.add();
@@ -371,7 +369,13 @@ Progress::Slept Progress::sleep_on_transport(std::chrono::microseconds nap) {
 }
 
 void Progress::run() {
-    last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    // Adaptive mode spins for adaptive_spin_ after the last poll that found
+    // completions, by any thread: a waiter's keep the window open too. The
+    // polls tally says one happened; this thread reads the clock when it
+    // sees so, rather than every productive poll reading it on the hot path
+    // (at most one recheck late: the window opens a little later).
+    Clock::time_point last_activity = Clock::now();
+    uint64_t polls_seen = counters_.polls.get();
     IdleSpin idle(counters_.yields);
     auto nap = kNapWithoutFd;  // the next idle nap without a wait fd
     while (!stopping_.load(std::memory_order_relaxed)) {
@@ -389,7 +393,10 @@ void Progress::run() {
         const PollMode mode = this->mode();
         const bool caller_drives = spinners_.load(std::memory_order_relaxed) + transport_waiter_.load(std::memory_order_relaxed) > 0;
         const Clock::time_point now = Clock::now();
-        const Clock::time_point last_activity(Clock::duration(last_activity_.load(std::memory_order_relaxed)));
+        if (const uint64_t polls = counters_.polls.get(); polls != polls_seen) {
+            polls_seen = polls;
+            last_activity = now;
+        }
         if (!caller_drives &&
             (mode == PollMode::kBusy || (mode == PollMode::kAdaptive && now - last_activity < adaptive_spin_))) {
             idle(now);
@@ -408,7 +415,7 @@ void Progress::run() {
         }
         switch (sleep_on_transport(nap)) {
         case Slept::kOnTransport:
-            last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+            last_activity = Clock::now();
             break;
         // A nap without a wait fd is no sign of activity: the window is not reopened.
         case Slept::kNapped: nap = std::min(nap * 2, kLongestIdleNap); break;

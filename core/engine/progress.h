@@ -141,9 +141,6 @@ private:
     const Dispatch dispatch_;
     Background background_;
     std::atomic<bool> background_pending_{false};
-    // Clock ticks of the last poll that found completions (by any thread):
-    // adaptive mode spins for adaptive_spin_ after it.
-    std::atomic<Clock::rep> last_activity_{0};
     // Serialises progress: poll() and arm() on the transport, dispatch, and
     // the background work (run_background() requires it).
     Mutex poll_mu_;

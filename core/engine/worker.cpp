@@ -231,7 +231,7 @@ void WorkerEngine::issue(uint16_t slot, std::vector<Gate> &&gates, afmesh_handle
     for (uint32_t i = 0; i < op.parts.size(); ++i) {
         Server &server = servers_[op.parts[i].server];
         // Behind parked work for the same server, nothing overtakes.
-        if (!server.parked.empty() || !advance(slot, op.parts[i])) {
+        if (!server.parked.empty() || !advance(slot, op.parts[i], op.issued_ns)) {
             server.parked.push_back({slot, i, op.sequence});
             ctx_.counters.peer(op.parts[i].server).credit_waits.add();
         }
@@ -274,7 +274,7 @@ bool WorkerEngine::slices_ready(uint16_t slot, const Part &part) {
     return ready;
 }
 
-bool WorkerEngine::advance(uint16_t slot, Part &part) {
+bool WorkerEngine::advance(uint16_t slot, Part &part, uint64_t now_ns) {
     Op &op = ops_[slot];
     if (!op.error.is_ok()) return true;  // a failed op claims nothing more
     if (!slices_ready(slot, part)) return !op.error.is_ok();  // a failed op stops waiting for slices
@@ -283,7 +283,7 @@ bool WorkerEngine::advance(uint16_t slot, Part &part) {
     part.claimed = true;
     part.eager = eager_pushes(op, part);
     part.eager_answers = host_pulls(op, part);
-    part.trace.posted = monotonic_ns();
+    part.trace.posted = now_ns;
     post_ready(slot, part);
     return true;
 }
@@ -406,11 +406,13 @@ void WorkerEngine::send_request(uint16_t slot, Part &part, const afmesh_net_writ
 
 void WorkerEngine::advance_parked(int32_t server_rank) {
     Server &server = servers_[server_rank];
+    if (server.parked.empty()) return;
+    const uint64_t now = monotonic_ns();
     while (!server.parked.empty()) {
         Parked p = server.parked.front();
         Op &op = ops_[p.slot];
         bool live = op.in_use && op.sequence == p.sequence && op.error.is_ok();
-        if (live && !advance(p.slot, op.parts[p.part])) return;
+        if (live && !advance(p.slot, op.parts[p.part], now)) return;
         // advance() fails the server when a write to it is refused, and
         // fail_server() settles and drops everything parked: p is gone.
         if (server.failed) return;
@@ -579,11 +581,13 @@ void WorkerEngine::count_outcome(const Op &op) {
     };
     NodeCounters &counters = ctx_.counters;
     outcome(counters.push_pulls, op.error.is_ok(), op.error.code() == Code::kPeerFailed).add();
-    if (op.error.is_ok()) counters.latency.record(monotonic_ns() - op.issued_ns);
+    uint64_t completed = 0;  // an op ends OK when its last part completes: no clock read of its own
     for (const Part &part : op.parts) {
         const bool answered = part.done && !part.answer_failed;
         outcome(counters.peer(part.server).push_pulls, answered, part.lost).add();
+        completed = std::max(completed, part.trace.completed);
     }
+    if (op.error.is_ok()) counters.latency.record(completed - op.issued_ns);
 }
 
 void WorkerEngine::protocol_error(int32_t server, const std::string &what) {

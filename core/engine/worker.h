@@ -268,9 +268,11 @@ private:
     Status build_prepared(Prepared &prepared) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Claims the part's slices and posts what is ready; false when it must
-     * wait for a slice (credit or rendezvous).
+     * wait for a slice (credit or rendezvous). `now_ns`: the caller's clock
+     * reading, the part's trace.posted (one read per batch of parts, not
+     * one per part on the hot path).
      */
-    bool advance(uint16_t slot, Part &part) AFMESH_REQUIRES(ctx_.mu);
+    bool advance(uint16_t slot, Part &part, uint64_t now_ns) AFMESH_REQUIRES(ctx_.mu);
     /**
      * Posts what the stream has produced of a claimed part's pushes, then
      * its REQUEST once every byte is posted, or at once (aborted) when the op failed.
