@@ -417,6 +417,10 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
         MutexLock lock(&ctx_.mu);
         begin_serving();
     }
+    // A request is handed out as soon as it is both here and asked for:
+    // stamped with the later of its arrival and this call, read now, not
+    // after the wait, where a clock read would delay every hand-out.
+    const uint64_t called_ns = monotonic_ns();
     auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
     Status waited = ctx_.progress.wait_until([&] { return batch_ready(mode); }, deadline);
     if (waited.code() == Code::kTimeout)
@@ -425,11 +429,10 @@ Status ServerEngine::get_batch(afmesh_batch_mode mode, int timeout_ms, afmesh_re
                                                                std::to_string(timeout_ms) + " ms"};
     if (!waited) return waited;
     MutexLock lock(&ctx_.mu);
-    const uint64_t now = monotonic_ns();
     auto take = [&](Worker &worker) AFMESH_REQUIRES(ctx_.mu) {
         afmesh_request *r = worker.ready.front();
         worker.ready.pop_front();
-        r->processed_ns = now;
+        r->processed_ns = std::max(called_ns, r->arrived_ns);
         r->handed_out = true;
         requests[(*count)++] = r;
     };

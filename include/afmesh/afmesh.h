@@ -291,7 +291,7 @@ typedef struct afmesh_trace {
     int32_t server;
     uint64_t posted;         /**< worker: meta sent */
     uint64_t arrived;        /**< server: request complete */
-    uint64_t processed;      /**< server: handed out by get_batch */
+    uint64_t processed;      /**< server: handed out by get_batch (the later of the call and `arrived`) */
     uint64_t responded;      /**< server: respond() posted */
     uint64_t completed;      /**< worker: response complete */
 } afmesh_trace;

@@ -37,7 +37,7 @@ class Trace(NamedTuple):
     server: int
     posted: int      # worker: request sent
     arrived: int     # server: request complete
-    processed: int   # server: handed out by get_batch
+    processed: int   # server: handed out by get_batch (the later of the call and `arrived`)
     responded: int   # server: respond() posted
     completed: int   # worker: response complete
 
