@@ -552,6 +552,12 @@ Status ServerEngine::respond(afmesh_request *request, const afmesh_tensor *tenso
                 if (slice.readers) --slice.readers;
             }
         }
+        // Nothing to copy or write first: the RESPONSE goes out under this lock, at once.
+        if (eager_answer(*request, tensors, count, buffers)) {
+            Status answered = post_eager(*request, *worker, tensors, count);
+            requests_.give_back(request);
+            return answered;
+        }
     }
     Status answered = answer(*request, *worker, tensors, count, buffers);
     MutexLock lock(&ctx_.mu);
@@ -585,20 +591,7 @@ Status ServerEngine::still_there(const afmesh_request &request, const Worker &wo
 
 Status ServerEngine::post_response(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors,
                                    size_t count, const std::vector<Staging::Buffer> &buffers, uint64_t *cookie) {
-    wire::Response &response = request.response;  // fresh from the pool, its vector's capacity kept
-    response.slot = request.slot;
-    response.generation = request.generation;
-    response.arrived_ns = request.arrived_ns;
-    response.processed_ns = request.processed_ns;
-    for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
-    if (eager_answer(request, tensors, count, buffers)) {
-        MutexLock lock(&ctx_.mu);
-        if (Status s = still_there(request, worker); !s) return s;
-        response.eager = true;
-        response.eager_data =
-            wire::gather_eager(count, [&](size_t i) -> const afmesh_tensor & { return tensors[i]; }, &eager_);
-        return conclude(request, worker, response);
-    }
+    wire::Response &response = start_response(request, tensors, count);
     const uint32_t imm = imm::encode(imm::Direction::kResponse, request.slot, request.generation);
     // What goes out, in order, piece by piece: response_cursor.h.
     ResponseCursor piece(tensors, count, buffers, request.regs, request.pulls, ctx_.staging.chunk_bytes());
@@ -635,6 +628,25 @@ Status ServerEngine::post_response(afmesh_request &request, Worker &worker, cons
         }
         if (piece.done()) return conclude(request, worker, response);
     }
+}
+
+wire::Response &ServerEngine::start_response(afmesh_request &request, const afmesh_tensor *tensors, size_t count) {
+    wire::Response &response = request.response;  // fresh from the pool, its vector's capacity kept
+    response.slot = request.slot;
+    response.generation = request.generation;
+    response.arrived_ns = request.arrived_ns;
+    response.processed_ns = request.processed_ns;
+    for (size_t i = 0; i < count; ++i) response.pull_bytes.push_back(tensors[i].bytes);
+    return response;
+}
+
+Status ServerEngine::post_eager(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count) {
+    if (Status s = still_there(request, worker); !s) return s;
+    wire::Response &response = start_response(request, tensors, count);
+    response.eager = true;
+    response.eager_data =
+        wire::gather_eager(count, [&](size_t i) -> const afmesh_tensor & { return tensors[i]; }, &eager_);
+    return conclude(request, worker, response);
 }
 
 bool ServerEngine::eager_answer(const afmesh_request &request, const afmesh_tensor *tensors, size_t count,

@@ -168,9 +168,15 @@ private:
     /** Checks a response against its request and finds each tensor's registration (its pinned buffer's, if staged). */
     Status check_response(afmesh_request *request, const afmesh_tensor *tensors, size_t count,
                           const std::vector<Staging::Buffer> &buffers) AFMESH_REQUIRES(ctx_.mu);
+    /** The request's RESPONSE, its fields but the answers' own set. */
+    wire::Response &start_response(afmesh_request &request, const afmesh_tensor *tensors, size_t count);
+    /** Sends a RESPONSE with the answers inside it (eager_answer() said they may go so). */
+    Status post_eager(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count)
+        AFMESH_REQUIRES(ctx_.mu);
     /**
      * Writes the answers into the worker's pull buffers, then sends the
-     * RESPONSE; takes the lock itself, between the staging copies.
+     * RESPONSE; takes the lock itself, between the staging copies. Not for
+     * eager answers (post_eager).
      * *cookie: of the last signalled write (0: none).
      */
     Status post_response(afmesh_request &request, Worker &worker, const afmesh_tensor *tensors, size_t count,
