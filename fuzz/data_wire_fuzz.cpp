@@ -8,7 +8,9 @@
 // entries, eager bytes exactly the rest of the message), so a difference is
 // a field the decoder dropped or misread; and request_size/response_size,
 // which the sender checks against the transport's message limit before it
-// posts anything, agree with what encode() produced.
+// posts anything, agree with what encode() produced; and a REQUEST encoded
+// in two pieces, as a prepared push-pull sends it (encode_tensors() once,
+// the rest at each start), is the same message.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -54,6 +56,10 @@ void check_request(std::span<const uint8_t> message) {
     for (const wire::PullMeta &p : m.pulls) dims += p.tensor.ndim;
     const size_t metadata = wire::request_size(m.pushes.size() + m.pulls.size(), m.pulls.size(), dims);
     check_eager(message, m.eager, m.eager_data, wire::eager_bytes(m), metadata, "REQUEST");
+    std::vector<uint8_t> tensors, pieces;
+    wire::encode_tensors(m, tensors);
+    wire::encode(m, tensors, wire::eager_bytes(m), pieces);
+    fuzz::check(fuzz::same_bytes(message, pieces), "a REQUEST encoded in two pieces differs from the whole", "REQUEST");
 }
 
 void check_response(std::span<const uint8_t> message) {
