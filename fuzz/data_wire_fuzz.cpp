@@ -58,7 +58,7 @@ void check_request(std::span<const uint8_t> message) {
     check_eager(message, m.eager, m.eager_data, wire::eager_bytes(m), metadata, "REQUEST");
     std::vector<uint8_t> tensors, pieces;
     wire::encode_tensors(m, tensors);
-    wire::encode(m, tensors, wire::eager_bytes(m), pieces);
+    wire::encode(m, tensors, {m.eager_data, m.eager ? wire::eager_bytes(m) : 0}, pieces);
     fuzz::check(fuzz::same_bytes(message, pieces), "a REQUEST encoded in two pieces differs from the whole", "REQUEST");
 }
 

@@ -645,7 +645,7 @@ Status ServerEngine::post_eager(afmesh_request &request, Worker &worker, const a
     wire::Response &response = start_response(request, tensors, count);
     response.eager = true;
     response.eager_data =
-        wire::gather_eager(count, [&](size_t i) -> const afmesh_tensor & { return tensors[i]; }, &eager_);
+        wire::gather_eager(count, [&](size_t i) -> const afmesh_tensor & { return tensors[i]; }, &eager_).data();
     return conclude(request, worker, response);
 }
 

@@ -12,8 +12,10 @@ constexpr uint32_t kMaxTensorsPerMessage = 1 << 16;
 // Encoded sizes: a tensor's metadata without its shape, and what a pull adds (rkey, offset).
 constexpr size_t kTensorBytes = 8 + 8 + 4 + 1;
 constexpr size_t kPullExtraBytes = 16 + 8;
-// type, slot, generation, posted_ns, push_writes, flags, and the two counts.
-constexpr size_t kRequestFixedBytes = 1 + 2 + 2 + 8 + 4 + 1 + 4 + 4;
+// A REQUEST's fields before its tensors' metadata: type, slot, generation,
+// posted_ns, push_writes, flags; then the two counts.
+constexpr size_t kRequestHeaderBytes = 1 + 2 + 2 + 8 + 4 + 1;
+constexpr size_t kRequestFixedBytes = kRequestHeaderBytes + 4 + 4;
 // type, slot, generation, three timestamps, pull_writes, flags, and the count.
 constexpr size_t kResponseFixedBytes = 1 + 2 + 2 + 3 * 8 + 4 + 1 + 4;
 
@@ -239,9 +241,6 @@ uint64_t eager_bytes(const Response &m) {
 // written in place (ByteSpanWriter), not grown field by field.
 namespace {
 
-// A REQUEST's fields before its tensors' metadata.
-constexpr size_t kRequestHeaderBytes = 1 + 2 + 2 + 8 + 4 + 1;
-
 void put_request_header(ByteSpanWriter &w, const Request &m) {
     w.u8(static_cast<uint8_t>(Type::kRequest));
     w.u16(m.slot);
@@ -292,14 +291,15 @@ void encode_tensors(const Request &m, std::vector<uint8_t> &out) {
     assert(w.done());
 }
 
-void encode(const Request &m, const std::vector<uint8_t> &tensors, uint64_t eager_bytes, std::vector<uint8_t> &out) {
-    const uint64_t eager = m.eager ? eager_bytes : 0;
+void encode(const Request &m, const std::vector<uint8_t> &tensors, std::span<const uint8_t> eager,
+            std::vector<uint8_t> &out) {
+    if (!m.eager) eager = {};
     const size_t at = out.size();
-    out.resize(at + kRequestHeaderBytes + tensors.size() + eager);
+    out.resize(at + kRequestHeaderBytes + tensors.size() + eager.size());
     ByteSpanWriter w(out.data() + at, out.size() - at);
     put_request_header(w, m);
     w.raw(tensors.data(), tensors.size());
-    if (m.eager) w.raw(m.eager_data, eager);
+    w.raw(eager.data(), eager.size());
     assert(w.done());
 }
 

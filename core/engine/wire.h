@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "afmesh/afmesh.h"
@@ -163,15 +164,15 @@ uint64_t eager_bytes(const Response &m);
  * run: a single tensor's own memory, or several gathered into `scratch`.
  */
 template <class TensorAt>
-const uint8_t *gather_eager(size_t count, TensorAt tensor_at, std::vector<uint8_t> *scratch) {
-    if (count == 1) return static_cast<const uint8_t *>(tensor_at(0).data);
+std::span<const uint8_t> gather_eager(size_t count, TensorAt tensor_at, std::vector<uint8_t> *scratch) {
+    if (count == 1) return {static_cast<const uint8_t *>(tensor_at(0).data), tensor_at(0).bytes};
     scratch->clear();
     for (size_t i = 0; i < count; ++i) {
         const afmesh_tensor &t = tensor_at(i);
         const auto *p = static_cast<const uint8_t *>(t.data);
         if (t.bytes) scratch->insert(scratch->end(), p, p + t.bytes);
     }
-    return scratch->data();
+    return *scratch;
 }
 
 /**
@@ -190,11 +191,12 @@ size_t response_size(size_t pulls);
  * encode_tensors() appends to `out` once, and the fields around it, which
  * the second encode() writes at each start. That encode() appends what
  * encode(m, out) would for a request with the pushes and pulls `tensors`
- * was encoded from; it reads none of m's own, and `eager_bytes` is their sum
- * of push bytes (read from m.eager_data when m.eager).
+ * was encoded from; it reads none of m's own, and when m.eager the pushes'
+ * bytes are `eager` (gather_eager's; m.eager_data is not read).
  */
 void encode_tensors(const Request &m, std::vector<uint8_t> &out);
-void encode(const Request &m, const std::vector<uint8_t> &tensors, uint64_t eager_bytes, std::vector<uint8_t> &out);
+void encode(const Request &m, const std::vector<uint8_t> &tensors, std::span<const uint8_t> eager,
+            std::vector<uint8_t> &out);
 
 /** BYE and HEARTBEAT have no body: the type byte is the whole message. */
 void encode_bye(std::vector<uint8_t> &out);

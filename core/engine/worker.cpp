@@ -364,13 +364,11 @@ void WorkerEngine::encode_request(uint16_t slot, const Part &part) {
     request.eager_answers = part.eager_answers;
     request.carried = part.entry >= 0;
     const auto push_tensor = [&](size_t i) -> const afmesh_tensor & { return op.pushes[part.pushes[i]].tensor; };
-    request.eager_data = request.eager ? wire::gather_eager(part.pushes.size(), push_tensor, &eager_) : nullptr;
+    const std::span<const uint8_t> eager =
+        request.eager ? wire::gather_eager(part.pushes.size(), push_tensor, &eager_) : std::span<const uint8_t>();
+    request.eager_data = eager.data();
     scratch_.clear();
-    if (!part.encoded_tensors.empty()) {
-        uint64_t eager_bytes = 0;
-        for (size_t i = 0; request.eager && i < part.pushes.size(); ++i) eager_bytes += push_tensor(i).bytes;
-        return wire::encode(request, part.encoded_tensors, eager_bytes, scratch_);
-    }
+    if (!part.encoded_tensors.empty()) return wire::encode(request, part.encoded_tensors, eager, scratch_);
     describe_tensors(op, part, &request);
     wire::encode(request, scratch_);
 }

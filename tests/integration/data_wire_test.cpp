@@ -303,7 +303,7 @@ TEST(DataWire, ARequestEncodedInTwoPiecesIsTheWholeRequest) {
         header.pushes.clear();
         header.pulls.clear();
         std::vector<uint8_t> pieces = {0xee};  // appended after what is there, as encode() does
-        encode(header, tensors, eager_bytes(whole), pieces);
+        encode(header, tensors, {whole.eager_data, whole.eager ? eager_bytes(whole) : 0}, pieces);
         std::vector<uint8_t> expected = {0xee};
         encode(whole, expected);
         EXPECT_EQ(pieces, expected);
