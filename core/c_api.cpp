@@ -320,9 +320,8 @@ afmesh_status afmesh_prepare_push_pull(afmesh_node *node, const afmesh_push *pus
     return guarded([&] {
         afmesh::WorkerEngine *w = nullptr;
         if (Status s = need_worker(node, &w); !s) return s;
-        if (!prepared) return Status(Code::kInvalidArgument, "null prepared push-pull pointer");
         afmesh::WorkerEngine::Prepared *made = nullptr;
-        if (Status s = w->prepare(push, num_push, pull, num_pull, &made); !s) return s;
+        if (Status s = w->prepare(push, num_push, pull, num_pull, prepared ? &made : nullptr); !s) return s;
         *prepared = reinterpret_cast<afmesh_prepared *>(made);
         return Status::ok();
     });

@@ -323,8 +323,10 @@ private:
     // REQUEST being encoded, reused so its vectors keep their capacity.
     wire::Request request_ AFMESH_GUARDED_BY(ctx_.mu);
     StreamFlags flags_ AFMESH_GUARDED_BY(ctx_.mu);  // per slot, made by the first stream_wait on it
-    std::vector<Parked> gated_ AFMESH_GUARDED_BY(ctx_.mu);
-    std::unordered_map<const Prepared *, std::unique_ptr<Prepared>> prepared_ AFMESH_GUARDED_BY(ctx_.mu);  // ops (slot, sequence) whose gate open_gates() watches
+    std::vector<Parked> gated_ AFMESH_GUARDED_BY(ctx_.mu);  // ops (slot, sequence) whose gate open_gates() watches
+    // The push-pulls prepared here and not yet freed, owned: what
+    // release_prepared() may free, and what the engine's end frees.
+    std::unordered_map<const Prepared *, std::unique_ptr<Prepared>> prepared_ AFMESH_GUARDED_BY(ctx_.mu);
     std::atomic<size_t> num_gated_{0};  // gated_.size(), read without the lock
 };
 
