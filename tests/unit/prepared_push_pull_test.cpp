@@ -35,6 +35,12 @@ protected:
         for (auto &pull : pulls_) pull.assign(GetParam() + 16, 0);
     }
 
+    void TearDown() override {
+        // Stopping is collective: every node at once, one leaving on its own too.
+        cluster_.stop_nodes();
+        if (leaver_.joinable()) leaver_.join();
+    }
+
     // The push-pull the tests prepare: push_ to every server under kKey,
     // and from each server s its answer into pulls_[s].
     std::vector<afmesh_pull> pulls() {
@@ -57,9 +63,11 @@ protected:
         return h;
     }
 
-    // Each server answers `requests` requests: the push it got, then its rank.
-    std::thread serve(int requests) {
-        return std::thread([this, requests] {
+    // Each server answers `requests` requests: the push it got, then its
+    // rank. Joined when it goes: a failed assertion in the test body does
+    // not leave a joinable thread behind (which would abort the process).
+    std::jthread serve(int requests) {
+        return std::jthread([this, requests] {
             std::vector<std::thread> servers;
             for (int s = 0; s < kServers; ++s)
                 servers.emplace_back([this, s, requests] {
@@ -100,6 +108,7 @@ protected:
     afmesh_node *worker_ = nullptr;
     std::vector<uint8_t> push_;
     std::vector<uint8_t> pulls_[kServers];
+    std::thread leaver_;  // a node stopping on its own, joined once the others have stopped too
 };
 
 // Through the C++ wrapper, which frees it.
@@ -107,7 +116,7 @@ TEST_P(PreparedPushPull, EveryStartCarriesWhatTheBuffersHoldThen) {
     afmesh::api::PreparedPushPull prepared(*cluster_.workers[0], {{kKey, host_bytes(push_.data(), push_.size()), nullptr, 0}},
                                            pulls());
     constexpr int kStarts = 4;
-    std::thread servers = serve(kStarts);
+    std::jthread servers = serve(kStarts);
     for (int i = 0; i < kStarts; ++i) {
         const uint8_t fill = static_cast<uint8_t>(10 + i);
         std::fill(push_.begin(), push_.end(), fill);
@@ -123,7 +132,7 @@ TEST_P(PreparedPushPull, EveryStartCarriesWhatTheBuffersHoldThen) {
 TEST_P(PreparedPushPull, StartsOverlapAndOutliveTheirPreparedPushPull) {
     afmesh_prepared *prepared = prepare();
     std::fill(push_.begin(), push_.end(), 3);
-    std::thread servers = serve(2);
+    std::jthread servers = serve(2);
     const afmesh_handle first = start(prepared), second = start(prepared);
     ASSERT_NE(first, second);
     EXPECT_EQ(afmesh_prepared_free(worker_, prepared), AFMESH_OK);
@@ -147,7 +156,7 @@ TEST_P(PreparedPushPull, ARegistrationGoneBetweenStartsIsFoundAgain) {
     afmesh_push p{kKey, host_bytes(push_.data(), push_.size()), nullptr, 0};
     afmesh_prepared *prepared = nullptr;
     ASSERT_EQ(afmesh_prepare_push_pull(worker_, &p, 1, q.data(), q.size(), &prepared), AFMESH_OK) << last_error();
-    std::thread servers = serve(2);
+    std::jthread servers = serve(2);
     for (int round = 0; round < 2; ++round) {
         if (round == 1) {
             ASSERT_EQ(afmesh_deregister_buffer(worker_, mr), AFMESH_OK);
@@ -176,7 +185,7 @@ TEST_P(PreparedPushPull, ARegistrationGoneBetweenStartsIsFoundAgain) {
 TEST_P(PreparedPushPull, StreamsAndDeviceTensorsTakeThePushPullPath) {
     afmesh_prepared *prepared = prepare();
     std::fill(push_.begin(), push_.end(), 7);
-    std::thread servers = serve(1);
+    std::jthread servers = serve(1);
     int token = 0;
     afmesh_handle h = 0;
     ASSERT_EQ(afmesh_push_pull_start(worker_, prepared, &token, &h), AFMESH_OK) << last_error();
@@ -197,8 +206,9 @@ TEST_P(PreparedPushPull, StreamsAndDeviceTensorsTakeThePushPullPath) {
 // A server that stopped fails every later start that involves it, naming it.
 TEST_P(PreparedPushPull, AStoppedServerFailsTheStartNamingIt) {
     afmesh_prepared *prepared = prepare();
-    // Stopping is collective: the server's own stop returns once the rest stop too.
-    std::thread leaver([leaving = std::move(cluster_.servers[1])]() mutable { leaving.reset(); });
+    // Stopping is collective: the server's own stop returns once the rest
+    // stop too (TearDown).
+    leaver_ = std::thread([leaving = std::move(cluster_.servers[1])]() mutable { leaving.reset(); });
     afmesh_event event{};
     event.struct_size = sizeof event;
     do {
@@ -209,8 +219,6 @@ TEST_P(PreparedPushPull, AStoppedServerFailsTheStartNamingIt) {
         EXPECT_EQ(afmesh_push_pull_start(worker_, prepared, nullptr, &h), AFMESH_ERR_PEER_FAILED);
         EXPECT_NE(last_error().find("server 1"), std::string::npos) << last_error();
     }
-    cluster_.stop_nodes();
-    leaver.join();
 }
 
 // Eager (inside the messages) and written (into the servers' slices).
