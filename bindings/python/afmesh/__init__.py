@@ -41,9 +41,8 @@ from .worker import Handle, PreparedPushPull, Pull, Push, Trace, Worker
 __all__ = [
     "AccessDenied", "Closed", "DType", "Error", "Handle", "InvalidArgument", "InvalidType", "MEM_CUDA", "MEM_HIP",
     "MEM_HOST", "MEM_ZE", "MembershipEvent", "NotFound", "PeerFailed", "PreparedPushPull", "Pull", "PullSlot", "Push",
-    "Registration",
-    "Request", "Scheduler", "Server", "Tensor", "Timeout", "Trace", "Worker", "__version__", "as_tensor", "dtypes",
-    "library_path", "version",
+    "Registration", "Request", "Scheduler", "Server", "Tensor", "Timeout", "Trace", "Worker", "__version__",
+    "as_tensor", "dtypes", "library_path", "version",
 ]
 
 
